@@ -1,0 +1,111 @@
+# drover build tooling. `make` (or `make help`) lists the targets.
+# CI runs exactly `make test` (see .ci/run).
+
+GO       ?= go
+GOFMT    ?= $(shell $(GO) env GOROOT)/bin/gofmt
+BUF      := $(GO) run github.com/bufbuild/buf/cmd/buf@v1.70.0
+# Latest tagged staticcheck served by the module proxy.
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# golang.org/x/perf has no tagged releases; this is the newest pseudo-version
+# the proxy serves.
+BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+
+BIN      := bin/drover
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/droverhq/drover/internal/version.Version=$(VERSION)
+
+# Per fuzz target, in `make fuzz` (and so in `make test`).
+FUZZTIME ?= 10s
+# buf breaking compares proto/ against this local branch when it exists.
+BREAKING_BRANCH ?= main
+
+.DEFAULT_GOAL := help
+.PHONY: help build run test fmt-check vet go-test fuzz proto proto-check lint bench tidy clean
+
+help: ## Show this help
+	@echo 'Usage: make <target> [VAR=value]'
+	@echo
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo 'Variables: GO=$(GO) FUZZTIME=$(FUZZTIME) VERSION=$(VERSION) BREAKING_BRANCH=$(BREAKING_BRANCH)'
+
+build: ## Build the static binary bin/drover (version stamped from git describe)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/drover
+
+run: build ## Build, then run a dev server in the foreground (Ctrl-C stops it)
+	./$(BIN) server -dev
+
+test: ## Everything CI runs: fmt-check, vet, proto-check, go test -race, fuzz
+	@$(MAKE) --no-print-directory fmt-check
+	@$(MAKE) --no-print-directory vet
+	@$(MAKE) --no-print-directory proto-check
+	@$(MAKE) --no-print-directory go-test
+	@$(MAKE) --no-print-directory fuzz
+
+fmt-check: ## Fail if gofmt -l lists any non-generated .go file
+	@files=$$(find . -type f -name '*.go' ! -name '*.pb.go' \
+		! -path './.git/*' ! -path '*/testdata/*' ! -path './vendor/*' -print | sort); \
+	out=$$(echo "$$files" | xargs -r $(GOFMT) -l) || exit 1; \
+	if [ -n "$$out" ]; then \
+		echo 'fmt-check: these files are not gofmt-formatted (run gofmt -w on them):'; \
+		echo "$$out" | sed 's/^/  /'; \
+		exit 1; \
+	fi; \
+	echo 'fmt-check: ok'
+
+vet: ## go vet ./...
+	$(GO) vet ./...
+
+go-test: ## go test -race on all packages (part of test)
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+fuzz: ## Run every Go fuzz target for FUZZTIME (default 10s) each
+	@targets=$$(grep -rE --include='*_test.go' --exclude-dir=.git --exclude-dir=testdata --exclude-dir=vendor \
+		'^func Fuzz[A-Za-z0-9_]*\([A-Za-z0-9_]+ \*testing\.F\)' . \
+		| sed -E 's|^\./(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*)\(.*|\1 \2|; s|^\./[^/]*:func (Fuzz[A-Za-z0-9_]*)\(.*|. \1|' \
+		| sort -u); \
+	if [ -z "$$targets" ]; then echo 'fuzz: no fuzz targets found'; exit 0; fi; \
+	echo "$$targets" | while read -r dir name; do \
+		echo "fuzz: $$name in ./$$dir for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "./$$dir" || exit 1; \
+	done
+
+proto: ## Regenerate Go code next to the .proto files (buf generate)
+	$(BUF) generate
+
+proto-check: ## buf lint, buf breaking vs branch main, and fail if generated code is stale/uncommitted
+	$(BUF) lint
+	@if git rev-parse --verify --quiet 'refs/heads/$(BREAKING_BRANCH)' >/dev/null \
+		&& [ -n "$$(git ls-tree -d '$(BREAKING_BRANCH)' -- proto 2>/dev/null)" ]; then \
+		echo "$(BUF) breaking --against '.git#branch=$(BREAKING_BRANCH)'"; \
+		$(BUF) breaking --against '.git#branch=$(BREAKING_BRANCH)'; \
+	else \
+		echo "proto-check: no branch '$(BREAKING_BRANCH)' with a proto/ dir to compare against; skipping buf breaking"; \
+	fi
+	$(BUF) generate
+	@changed=$$(git status --porcelain --untracked-files=all -- proto/); \
+	if [ -n "$$changed" ]; then \
+		echo 'proto-check: FAILED: generated code in proto/ differs from what is committed.'; \
+		echo '  Either the generated Go code is stale or files are not committed.'; \
+		echo '  Run `make proto`, review, and commit proto/. Changed or untracked:'; \
+		echo "$$changed" | sed 's/^/    /'; \
+		exit 1; \
+	fi; \
+	echo 'proto-check: ok (generated code is up to date and committed)'
+
+lint: ## staticcheck ./... (developer tool; not part of test)
+	$(STATICCHECK) ./...
+
+bench: ## Benchmarks of fsm, rpc and server (-count 5) into bench.out, then benchstat
+	@$(GO) test -run '^$$' -bench . -benchmem -count 5 ./fsm/... ./rpc/... ./server/... > bench.out 2>&1; \
+	status=$$?; cat bench.out; \
+	if [ $$status -ne 0 ]; then exit $$status; fi
+	$(BENCHSTAT) bench.out
+	@echo
+	@echo 'bench: raw results are in bench.out; record the numbers (and the machine) in docs/benchmarks.md.'
+
+tidy: ## go mod tidy
+	$(GO) mod tidy
+
+clean: ## Remove bin/ and bench.out
+	rm -rf bin bench.out

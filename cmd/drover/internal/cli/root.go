@@ -1,0 +1,27 @@
+// Package cli implements the drover command line: one file per subcommand.
+package cli
+
+import (
+	"context"
+	"flag"
+	"io"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
+
+// Root returns the drover command with every subcommand.
+func Root(stdout, stderr io.Writer) *ffcli.Command {
+	fs := flag.NewFlagSet("drover", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return &ffcli.Command{
+		Name:       "drover",
+		ShortUsage: "drover <subcommand> [flags]",
+		ShortHelp:  "drover is a Raft-replicated control plane that decides what runs where.",
+		FlagSet:    fs,
+		Subcommands: []*ffcli.Command{
+			serverCommand(stderr),
+			versionCommand(stdout),
+		},
+		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+	}
+}

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/peterbourgon/ff/v3"
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/droverhq/drover/internal/version"
+	"github.com/droverhq/drover/server"
+)
+
+func serverCommand(stderr io.Writer) *ffcli.Command {
+	fs := flag.NewFlagSet("drover server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := server.DefaultConfig()
+	fs.BoolVar(&cfg.Dev, "dev", false, "run a single throwaway server: data in a temporary directory, bootstrapped at once")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the raft log, snapshots and server id (required unless -dev)")
+	fs.StringVar(&cfg.ServerID, "server-id", "", "raft id of this server (default: stored in the data dir, generated on first start)")
+	fs.StringVar(&cfg.RPCAddr, "rpc-addr", cfg.RPCAddr, "gRPC listen address for agents, operators and other servers")
+	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "raft transport listen address")
+	fs.StringVar(&cfg.AdvertiseHost, "advertise", "", "host other servers and agents reach this server on (required when listening on all interfaces)")
+	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "with no raft state, bootstrap a cluster of just this server")
+	fs.StringVar(&cfg.InfoFile, "info-file", "", "write the server id and bound addresses to this file (JSON) once serving")
+	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "raft entries between snapshots")
+	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often raft checks whether to snapshot")
+	fs.Uint64Var(&cfg.TrailingLogs, "trailing-logs", cfg.TrailingLogs, "raft entries kept after a snapshot, for followers that lag")
+	fs.DurationVar(&cfg.UpdateAllocBatchInterval, "update-alloc-batch", cfg.UpdateAllocBatchInterval, "window in which agents' allocation reports share one raft entry")
+	fs.DurationVar(&cfg.Heartbeat.MinTTL, "heartbeat-min-ttl", cfg.Heartbeat.MinTTL, "shortest heartbeat interval handed to nodes")
+	fs.Float64Var(&cfg.Heartbeat.MaxPerSecond, "heartbeat-max-per-second", cfg.Heartbeat.MaxPerSecond, "heartbeat rate the servers aim to stay under as the fleet grows")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+
+	return &ffcli.Command{
+		Name:       "server",
+		ShortUsage: "drover server [flags]",
+		ShortHelp:  "Run a drover server.",
+		LongHelp: "Run a drover server. Every flag can also be set in the environment as DROVER_<FLAG>,\n" +
+			"e.g. DROVER_DATA_DIR for -data-dir; flags win over the environment.",
+		FlagSet: fs,
+		Options: []ff.Option{ff.WithEnvVarPrefix("DROVER")},
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
+			}
+			logger, err := newLogger(stderr, *logLevel, *logFormat)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
+			return runServer(ctx, cfg, logger)
+		},
+	}
+}
+
+// runServer runs until SIGINT or SIGTERM, then shuts down cleanly. A second
+// signal exits at once.
+func runServer(ctx context.Context, cfg server.Config, logger *slog.Logger) error {
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
+
+	logger.Info("starting", "version", version.String())
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	select {
+	case sig := <-signals:
+		logger.Info("received signal; shutting down", "signal", sig.String())
+	case <-ctx.Done():
+	}
+	go func() {
+		sig := <-signals
+		logger.Warn("received a second signal; exiting without a clean shutdown", "signal", sig.String())
+		os.Exit(1)
+	}()
+	return srv.Shutdown(context.Background())
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want text or json", format)
+}

@@ -1,0 +1,26 @@
+// Command drover is the drover control plane: `drover server` runs a server,
+// and the other subcommands operate a cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/droverhq/drover/cmd/drover/internal/cli"
+)
+
+func main() {
+	root := cli.Root(os.Stdout, os.Stderr)
+	err := root.ParseAndRun(context.Background(), os.Args[1:])
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,81 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// Errors of Decode.
+var (
+	// ErrIgnorableType: the entry's type is unknown to this server but marked
+	// ignorable, so it may be skipped.
+	ErrIgnorableType = errors.New("unknown ignorable message type")
+	// ErrUnknownType: the entry's type is unknown and not ignorable.
+	ErrUnknownType = errors.New("unknown message type")
+)
+
+// Marshaler is a generated message with vtprotobuf's fast marshalling.
+type Marshaler interface {
+	SizeVT() int
+	MarshalToSizedBufferVT([]byte) (int, error)
+}
+
+// vtMessage is a generated message with vtprotobuf's fast codec.
+type vtMessage interface {
+	Marshaler
+	UnmarshalVT([]byte) error
+}
+
+// Encode builds a raft log entry: the message type byte, then msg.
+func Encode(msgType droverv1.MessageType, msg Marshaler) ([]byte, error) {
+	buf := make([]byte, 1+msg.SizeVT())
+	buf[0] = byte(msgType)
+	if _, err := msg.MarshalToSizedBufferVT(buf[1:]); err != nil {
+		return nil, fmt.Errorf("encode %s entry: %w", msgType, err)
+	}
+	return buf, nil
+}
+
+// Decode reads a raft log entry built by Encode. It never panics, whatever
+// the input.
+func Decode(data []byte) (droverv1.MessageType, any, error) {
+	if len(data) == 0 {
+		return 0, nil, errors.New("empty raft entry")
+	}
+	msgType := droverv1.MessageType(data[0])
+	msg := newEntryMessage(msgType)
+	if msg == nil {
+		if msgType.Ignorable() {
+			return msgType, nil, fmt.Errorf("%w %d", ErrIgnorableType, msgType)
+		}
+		return msgType, nil, fmt.Errorf("%w %d", ErrUnknownType, msgType)
+	}
+	if err := msg.UnmarshalVT(data[1:]); err != nil {
+		return msgType, nil, fmt.Errorf("decode %s entry: %w", msgType, err)
+	}
+	return msgType, msg, nil
+}
+
+// newEntryMessage returns an empty message of the entry type, or nil for a
+// type this server does not know.
+func newEntryMessage(t droverv1.MessageType) vtMessage {
+	switch t {
+	case droverv1.MessageTypeNodeRegister:
+		return &droverv1.NodeRegisterEntry{}
+	case droverv1.MessageTypeNodeStatus:
+		return &droverv1.NodeStatusEntry{}
+	case droverv1.MessageTypeAllocClientUpdate:
+		return &droverv1.AllocClientUpdateEntry{}
+	case droverv1.MessageTypeJobRegister:
+		return &droverv1.JobRegisterEntry{}
+	case droverv1.MessageTypeJobDeregister:
+		return &droverv1.JobDeregisterEntry{}
+	case droverv1.MessageTypeEvalUpdate:
+		return &droverv1.EvalUpdateEntry{}
+	case droverv1.MessageTypePlanResult:
+		return &droverv1.PlanResultEntry{}
+	}
+	return nil
+}

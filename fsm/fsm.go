@@ -1,0 +1,100 @@
+// Package fsm is drover's raft state machine. Every server applies the same
+// log entries in the same order through it: it decodes an entry by its
+// message-type byte, applies it to the state store and publishes the objects
+// it wrote as events. It must be deterministic: nothing here reads the clock,
+// randomness or the environment; times come inside the entries.
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/droverhq/drover/fsm/events"
+	"github.com/droverhq/drover/fsm/state"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// FSM implements raft.FSM over the state store.
+//
+// raft calls Apply, Snapshot and Restore from one goroutine; Persist of a
+// snapshot may run concurrently with Apply, which is safe because a state
+// snapshot is an immutable view.
+type FSM struct {
+	state  *state.StateStore
+	events *events.Broker
+	logger *slog.Logger
+}
+
+// New returns an FSM that applies entries to st and publishes events to
+// broker.
+func New(st *state.StateStore, broker *events.Broker, logger *slog.Logger) *FSM {
+	return &FSM{state: st, events: broker, logger: logger}
+}
+
+// Apply applies one committed log entry. It returns nil, or an error when
+// the state store refused the entry (nothing was written), or for entries
+// that are applied part by part the result of each part: a
+// *state.RegisterResult for NodeRegister, a *state.ClientUpdateResult for
+// AllocClientUpdate. raft hands the value
+// back to the proposer through ApplyFuture.Response.
+//
+// An entry that cannot be decoded means the log is corrupt or was written by
+// a newer server with a type this one does not know: applying anything else
+// would let this server's state diverge, so Apply panics, unless the type is
+// marked ignorable.
+func (f *FSM) Apply(l *raft.Log) any {
+	msgType, msg, err := Decode(l.Data)
+	if errors.Is(err, ErrIgnorableType) {
+		f.logger.Warn("skipping raft entry of unknown ignorable type", "index", l.Index, "type", msgType)
+		f.state.MarkApplied(l.Index)
+		return nil
+	}
+	if err != nil {
+		panic(fmt.Sprintf("fsm: cannot decode raft entry at index %d: %v", l.Index, err))
+	}
+	return f.apply(l.Index, msgType, msg)
+}
+
+// apply dispatches a decoded entry to the state store and publishes the
+// events of what it wrote.
+func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
+	var (
+		changes []state.Change
+		result  any
+		err     error
+	)
+	switch m := msg.(type) {
+	case *droverv1.NodeRegisterEntry:
+		var res *state.RegisterResult
+		res, changes, err = f.state.UpsertNodes(index, m)
+		result = res
+	case *droverv1.NodeStatusEntry:
+		changes, err = f.state.UpdateNodeStatus(index, m)
+	case *droverv1.AllocClientUpdateEntry:
+		var res *state.ClientUpdateResult
+		res, changes, err = f.state.UpdateAllocsFromClient(index, m)
+		result = res
+	case *droverv1.JobRegisterEntry:
+		changes, err = f.state.UpsertJob(index, m)
+	case *droverv1.JobDeregisterEntry:
+		changes, err = f.state.DeregisterJob(index, m)
+	case *droverv1.EvalUpdateEntry:
+		changes, err = f.state.UpsertEvals(index, m)
+	case *droverv1.PlanResultEntry:
+		changes, err = f.state.UpsertPlanResults(index, m)
+	default:
+		// Decode returns only the types above.
+		panic(fmt.Sprintf("fsm: no applier for %T (type %s) at index %d", msg, msgType, index))
+	}
+	if err != nil {
+		return fmt.Errorf("apply %s entry at index %d: %w", msgType, index, err)
+	}
+	f.events.Publish(index, toEvents(index, msgType, changes))
+	return result
+}
+
+// State returns the state store the FSM applies to.
+func (f *FSM) State() *state.StateStore { return f.state }

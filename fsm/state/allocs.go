@@ -1,0 +1,328 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// ClientUpdateResult says which parts of an AllocClientUpdateEntry were
+// not applied.
+type ClientUpdateResult struct {
+	// RefusedNodes maps the id of each node whose updates were refused to its
+	// status at the time: a node that is down or disconnected (or gone) must
+	// heartbeat before its reports count.
+	RefusedNodes map[string]droverv1.NodeStatus
+	// UnknownAllocs lists reported allocations the state does not hold on
+	// that node (garbage collected, or never there).
+	UnknownAllocs []string
+}
+
+// UpdateAllocsFromClient applies an AllocClientUpdateEntry: agents' reports
+// of their allocations' client status. A node's reports are refused as a
+// whole if the node is down or disconnected when the entry is applied, even
+// though it was responsive when the report arrived: otherwise a report made
+// before a missed heartbeat would count as made after it, and the node could
+// become ready without having reported its allocations since.
+//
+// Accepted reports change only client-owned fields and leave each
+// allocation's alloc_modify_index alone; the node's last_alloc_update_index
+// becomes the entry's index. The evaluations of accepted nodes are written,
+// at most one per job.
+func (s *StateStore) UpdateAllocsFromClient(index uint64, e *droverv1.AllocClientUpdateEntry) (*ClientUpdateResult, []Change, error) {
+	res := &ClientUpdateResult{}
+	changes, err := s.write(index, func(tx *txn) error {
+		evalJobs := make(map[string]struct{})
+		for _, group := range e.GetNodes() {
+			accepted, err := tx.applyNodeAllocUpdates(group, e.GetUpdatedAt(), res)
+			if err != nil {
+				return err
+			}
+			if !accepted {
+				continue
+			}
+			for _, ev := range group.GetEvals() {
+				if _, dup := evalJobs[ev.GetJobId()]; dup {
+					continue
+				}
+				evalJobs[ev.GetJobId()] = struct{}{}
+				if err := tx.upsertEval(ev); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, changes, nil
+}
+
+// applyNodeAllocUpdates applies one node's reports; it returns false if the
+// node's reports were refused.
+func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64, res *ClientUpdateResult) (bool, error) {
+	nodeID := group.GetNodeId()
+	node := tx.node(nodeID)
+	if node == nil || node.GetStatus().IsUnresponsive() {
+		if res.RefusedNodes == nil {
+			res.RefusedNodes = make(map[string]droverv1.NodeStatus)
+		}
+		res.RefusedNodes[nodeID] = node.GetStatus()
+		return false, nil
+	}
+	for _, u := range group.GetAllocs() {
+		if !u.GetClientStatus().IsAgentReportable() {
+			return false, invalidEntry("allocation %s: agents may not report client status %s", u.GetAllocId(), u.GetClientStatus())
+		}
+		old := tx.alloc(u.GetAllocId())
+		if old == nil || old.GetNodeId() != nodeID {
+			res.UnknownAllocs = append(res.UnknownAllocs, u.GetAllocId())
+			continue
+		}
+		a := old.CloneVT()
+		a.ClientStatus = u.GetClientStatus()
+		a.ClientDescription = u.GetClientDescription()
+		a.ModifyIndex = tx.index
+		a.ModifyTime = now
+		if err := tx.insert(TableAllocs, a); err != nil {
+			return false, err
+		}
+		tx.trackAlloc(old, a, false)
+	}
+	// Record the report even if every allocation was unknown: the agent has
+	// told the servers what it holds since it last missed a heartbeat.
+	n := node.CloneVT()
+	n.LastAllocUpdateIndex = tx.index
+	return true, tx.insert(TableNodes, n)
+}
+
+// UpsertPlanResults applies a PlanResultEntry: it places new allocations,
+// writes the scheduler's updates of existing ones and stops allocations,
+// then sets the plan's evaluation's modify index to this entry's index and
+// writes the evaluations that came with the plan.
+//
+// A placement must refer to an existing node and job version; an entry that
+// does not fails as a whole, and the plan applier's worker retries on fresh
+// state.
+func (s *StateStore) UpsertPlanResults(index uint64, e *droverv1.PlanResultEntry) ([]Change, error) {
+	return s.write(index, func(tx *txn) error { return tx.applyPlanResult(e) })
+}
+
+func (tx *txn) applyPlanResult(e *droverv1.PlanResultEntry) error {
+	now := e.GetAppliedAt()
+	// In id order, consecutive inserts share most of their radix-tree path.
+	allocs := slices.SortedFunc(slices.Values(e.GetAllocations()), func(a, b *droverv1.Allocation) int {
+		return strings.Compare(a.GetId(), b.GetId())
+	})
+	refs := newRefCache(tx)
+	for _, a := range allocs {
+		if err := tx.upsertPlannedAlloc(a, now, refs); err != nil {
+			return err
+		}
+	}
+	for _, stop := range e.GetStops() {
+		if err := tx.stopAlloc(stop, now); err != nil {
+			return err
+		}
+	}
+	if ev := tx.eval(e.GetEvalId()); ev != nil {
+		c := ev.CloneVT()
+		c.ModifyIndex = tx.index
+		if err := tx.insert(TableEvals, c); err != nil {
+			return err
+		}
+	}
+	return tx.upsertEvals(e.GetEvals())
+}
+
+// upsertPlannedAlloc writes an allocation the scheduler created or changed.
+func (tx *txn) upsertPlannedAlloc(a *droverv1.Allocation, now int64, refs *refCache) error {
+	if a == nil {
+		return invalidEntry("plan result with an empty allocation")
+	}
+	if err := refs.intern(a); err != nil {
+		return err
+	}
+	a.ModifyIndex = tx.index
+	a.AllocModifyIndex = tx.index
+	a.ModifyTime = now
+	old := tx.alloc(a.GetId())
+	if old == nil {
+		return tx.placeAlloc(a, now)
+	}
+	if old.GetNodeId() != a.GetNodeId() || old.GetJobId() != a.GetJobId() {
+		return invalidEntry("allocation %s cannot move from node %s job %q to node %s job %q",
+			a.GetId(), old.GetNodeId(), old.GetJobId(), a.GetNodeId(), a.GetJobId())
+	}
+	a.CreateIndex = old.GetCreateIndex()
+	a.CreateTime = old.GetCreateTime()
+	if a.NextAllocation == "" {
+		a.NextAllocation = old.GetNextAllocation()
+	}
+	// The client owns its status; the servers override it only to record
+	// that a node was lost or disconnected.
+	switch a.GetClientStatus() {
+	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
+	default:
+		a.ClientStatus = old.GetClientStatus()
+		a.ClientDescription = old.GetClientDescription()
+	}
+	if err := tx.insert(TableAllocs, a); err != nil {
+		return err
+	}
+	tx.trackAlloc(old, a, true)
+	return nil
+}
+
+// placeAlloc writes a new allocation and links it from the one it replaces.
+func (tx *txn) placeAlloc(a *droverv1.Allocation, now int64) error {
+	a.CreateIndex = tx.index
+	a.CreateTime = now
+	if a.DesiredStatus == droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_UNSPECIFIED {
+		a.DesiredStatus = droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN
+	}
+	if a.ClientStatus == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED {
+		a.ClientStatus = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
+	}
+	if err := tx.insert(TableAllocs, a); err != nil {
+		return err
+	}
+	tx.trackAlloc(nil, a, true)
+	if a.GetPreviousAllocation() == "" {
+		return nil
+	}
+	prev := tx.alloc(a.GetPreviousAllocation())
+	if prev == nil || prev.GetNextAllocation() == a.GetId() {
+		return nil
+	}
+	// The link is bookkeeping for the scheduler; the previous allocation's
+	// agent has nothing to do about it, so its node set is not bumped.
+	p := prev.CloneVT()
+	p.NextAllocation = a.GetId()
+	p.ModifyIndex = tx.index
+	if err := tx.insert(TableAllocs, p); err != nil {
+		return err
+	}
+	tx.trackAlloc(prev, p, false)
+	return nil
+}
+
+// refCache remembers, within one transaction, the nodes, job versions and
+// evaluations that allocations refer to: the allocations of one plan share
+// one job and one evaluation and few nodes.
+type refCache struct {
+	tx    *txn
+	nodes map[string]*droverv1.Node
+	jobs  map[string]*droverv1.Job // by job id and version, see versionKey
+	evals map[string]*droverv1.Evaluation
+}
+
+func newRefCache(tx *txn) *refCache {
+	return &refCache{
+		tx:    tx,
+		nodes: make(map[string]*droverv1.Node),
+		jobs:  make(map[string]*droverv1.Job),
+		evals: make(map[string]*droverv1.Evaluation),
+	}
+}
+
+// intern checks that the allocation's node, job version and task group
+// exist, and makes its id fields share memory with the objects they name:
+// decoded from a raft entry or a snapshot, each would otherwise be its own
+// copy, and allocations are the most numerous objects in the state.
+func (c *refCache) intern(a *droverv1.Allocation) error {
+	_, node, job, ev := c.resolve(a)
+	if node == nil {
+		return fmt.Errorf("allocation %s: node %s: %w", a.GetId(), a.GetNodeId(), ErrNotFound)
+	}
+	if job == nil {
+		return fmt.Errorf("allocation %s: job %q version %d: %w", a.GetId(), a.GetJobId(), a.GetJobVersion(), ErrNotFound)
+	}
+	if job.LookupTaskGroup(a.GetTaskGroup()) == nil {
+		return fmt.Errorf("allocation %s: task group %q of job %q: %w", a.GetId(), a.GetTaskGroup(), a.GetJobId(), ErrNotFound)
+	}
+	share(a, node, job, ev)
+	return nil
+}
+
+// internKnown shares the id fields with whichever referenced objects exist.
+// Restore uses it: a snapshot may hold terminal allocations whose node has
+// already been garbage collected.
+func (c *refCache) internKnown(a *droverv1.Allocation) {
+	share(c.resolve(a))
+}
+
+func (c *refCache) resolve(a *droverv1.Allocation) (*droverv1.Allocation, *droverv1.Node, *droverv1.Job, *droverv1.Evaluation) {
+	node, ok := c.nodes[a.GetNodeId()]
+	if !ok {
+		node = c.tx.node(a.GetNodeId())
+		c.nodes[a.GetNodeId()] = node
+	}
+	key := string(versionKey(a.GetJobId(), a.GetJobVersion()))
+	job, ok := c.jobs[key]
+	if !ok {
+		job = c.tx.jobVersion(a.GetJobId(), a.GetJobVersion())
+		c.jobs[key] = job
+	}
+	ev, ok := c.evals[a.GetEvalId()]
+	if !ok {
+		ev = c.tx.eval(a.GetEvalId())
+		c.evals[a.GetEvalId()] = ev
+	}
+	return a, node, job, ev
+}
+
+func share(a *droverv1.Allocation, node *droverv1.Node, job *droverv1.Job, ev *droverv1.Evaluation) {
+	if node != nil {
+		a.NodeId = node.GetId()
+	}
+	if job != nil {
+		a.JobId = job.GetId()
+		if tg := job.LookupTaskGroup(a.GetTaskGroup()); tg != nil {
+			a.TaskGroup = tg.GetName()
+		}
+	}
+	if ev != nil {
+		a.EvalId = ev.GetId()
+	}
+}
+
+// stopAlloc applies one AllocStop. Stopping an allocation that is gone
+// (garbage collected after it ended) is not an error.
+func (tx *txn) stopAlloc(stop *droverv1.AllocStop, now int64) error {
+	switch stop.GetDesiredStatus() {
+	case droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP, droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_EVICT:
+	default:
+		return invalidEntry("allocation %s: stop with desired status %s", stop.GetAllocId(), stop.GetDesiredStatus())
+	}
+	old := tx.alloc(stop.GetAllocId())
+	if old == nil {
+		return nil
+	}
+	a := old.CloneVT()
+	a.DesiredStatus = stop.GetDesiredStatus()
+	a.DesiredDescription = stop.GetDesiredDescription()
+	if cs := stop.GetClientStatus(); cs != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED {
+		if cs != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST {
+			return invalidEntry("allocation %s: a stop may only set client status lost, not %s", stop.GetAllocId(), cs)
+		}
+		a.ClientStatus = cs
+		a.AllocStates = append(a.AllocStates, &droverv1.AllocState{
+			Field: droverv1.AllocStateField_ALLOC_STATE_FIELD_CLIENT_STATUS, ClientStatus: cs, Time: now,
+		})
+	}
+	if stop.GetFollowupEvalId() != "" {
+		a.FollowupEvalId = stop.GetFollowupEvalId()
+	}
+	a.ModifyIndex = tx.index
+	a.AllocModifyIndex = tx.index
+	a.ModifyTime = now
+	if err := tx.insert(TableAllocs, a); err != nil {
+		return err
+	}
+	tx.trackAlloc(old, a, true)
+	return nil
+}

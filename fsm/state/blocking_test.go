@@ -1,0 +1,176 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/droverhq/drover/internal/mock"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// watchNode starts a blocking query on a node's allocations from minIndex
+// and reports each pass through the query, and the final index.
+func watchNode(ctx context.Context, s *StateStore, nodeID string, minIndex uint64) (passes <-chan uint64, done <-chan uint64) {
+	passCh := make(chan uint64, 100)
+	doneCh := make(chan uint64, 1)
+	go func() {
+		idx, _ := s.BlockingQuery(ctx, minIndex, func(snap *Snapshot) (uint64, error) {
+			_, index := snap.AllocsByNode(nodeID)
+			passCh <- index
+			return index, nil
+		})
+		doneCh <- idx
+	}()
+	return passCh, doneCh
+}
+
+func TestBlockingQueryWakesOnlyForItsNode(t *testing.T) {
+	f := newFixture(t)
+	n1, n2 := f.node(), f.node()
+	job := f.job(2)
+	f.place(mock.Alloc(n1, job, 0))
+	_, start := f.s.Snapshot().AllocsByNode(n1.GetId())
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	passes, done := watchNode(ctx, f.s, n1.GetId(), start)
+	if got := <-passes; got != start {
+		t.Fatalf("first pass index = %d, want %d", got, start)
+	}
+
+	// Writes that do not touch n1's allocations: another node's placement,
+	// a job write, and n1's agent reporting its own status.
+	n1Alloc, _ := f.s.Snapshot().AllocsByNode(n1.GetId())
+	f.place(mock.Alloc(n2, job, 1))
+	f.job(1)
+	f.report(n1.GetId(), running, n1Alloc[0].GetId())
+	// A server-side change to n1's allocations wakes it.
+	placed := f.place(mock.Alloc(n1, job, 2))
+
+	got := <-done
+	if got != placed[0].GetAllocModifyIndex() {
+		t.Errorf("query returned index %d, want %d", got, placed[0].GetAllocModifyIndex())
+	}
+	// Unrelated writes may cause a spurious re-run in go-memdb only when
+	// they restructure a shared radix node; they must never end the query.
+	for len(passes) > 0 {
+		if idx := <-passes; idx != start && idx != got {
+			t.Errorf("a pass saw index %d", idx)
+		}
+	}
+}
+
+func TestBlockingQueryReturnsLastResultWhenContextEnds(t *testing.T) {
+	f := newFixture(t)
+	n := f.node()
+	ctx, cancel := context.WithCancel(t.Context())
+	passes, done := watchNode(ctx, f.s, n.GetId(), 1)
+	<-passes
+	cancel()
+	if got := <-done; got != 1 {
+		t.Errorf("index = %d, want 1 (a node without allocations)", got)
+	}
+}
+
+func TestBlockingQueryWakesOnRestore(t *testing.T) {
+	f := newFixture(t)
+	n := f.node()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	passes, done := watchNode(ctx, f.s, n.GetId(), 1)
+	<-passes
+
+	// Restore a state in which the node holds an allocation.
+	other := newFixture(t)
+	other.index = 100
+	if _, err := upsertNode(other.s, other.next(), n.CloneVT(), 0); err != nil {
+		t.Fatal(err)
+	}
+	job := other.job(1)
+	other.place(mock.Alloc(n, job, 0))
+	r, err := f.s.Restore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := other.s.Snapshot()
+	for x := range snap.Nodes() {
+		mustNil(t, r.Node(x))
+	}
+	for x := range snap.Jobs() {
+		mustNil(t, r.Job(x))
+	}
+	for x := range snap.AllJobVersions() {
+		mustNil(t, r.JobVersion(x))
+	}
+	for x := range snap.Allocs() {
+		mustNil(t, r.Alloc(x))
+	}
+	r.Commit(other.index)
+
+	if got := <-done; got != other.index {
+		t.Errorf("index after restore = %d, want %d", got, other.index)
+	}
+	if f.s.LatestIndex() != other.index {
+		t.Errorf("latest index = %d, want %d", f.s.LatestIndex(), other.index)
+	}
+	allocs, _ := f.s.Snapshot().AllocsByNode(n.GetId())
+	if len(allocs) != 1 {
+		t.Errorf("restored node holds %d allocations, want 1", len(allocs))
+	}
+}
+
+func TestSnapshotMinIndex(t *testing.T) {
+	f := newFixture(t)
+	f.node()
+
+	snap, err := f.s.SnapshotMinIndex(t.Context(), f.index)
+	if err != nil || snap.Index() < f.index {
+		t.Fatalf("reached index: snap at %d, err %v", snap.Index(), err)
+	}
+
+	want := f.index + 1
+	got := make(chan *Snapshot, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		s, err := f.s.SnapshotMinIndex(ctx, want)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- s
+	}()
+	n := f.node()
+	s := <-got
+	if s == nil || s.NodeByID(n.GetId()) == nil {
+		t.Fatalf("snapshot at %d does not hold the write it waited for", want)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+	defer cancel()
+	_, err = f.s.SnapshotMinIndex(ctx, 1000)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want one wrapping context.DeadlineExceeded", err)
+	}
+}
+
+func TestFailedWriteStillCountsAsApplied(t *testing.T) {
+	f := newFixture(t)
+	index := f.next()
+	if _, err := f.s.UpdateNodeStatus(index, &droverv1.NodeStatusEntry{NodeId: mock.ID(), Status: ready}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("err = %v, want ErrNotFound", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := f.s.SnapshotMinIndex(ctx, index); err != nil {
+		t.Errorf("waiting for a refused entry's index: %v", err)
+	}
+}
+
+func mustNil(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

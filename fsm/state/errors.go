@@ -1,0 +1,26 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors the write methods return. They are wrapped with the ids involved;
+// test for them with errors.Is. A failed write changes nothing.
+var (
+	// ErrNotFound: an object the entry refers to does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrSecretMismatch: a node registration presented another secret than
+	// the one the node registered with.
+	ErrSecretMismatch = errors.New("node secret does not match")
+	// ErrConflict: the object changed after the write was decided; the
+	// proposer should read the new state and decide again.
+	ErrConflict = errors.New("conflicting concurrent change")
+	// ErrInvalidEntry: the entry is malformed. Proposers validate requests,
+	// so this points at a bug or a corrupt entry, never at a client mistake.
+	ErrInvalidEntry = errors.New("invalid raft entry")
+)
+
+func invalidEntry(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidEntry, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,194 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Typed go-memdb indexers. Each reads the indexed value through a getter of
+// the generated type, so renaming a proto field breaks the build instead of
+// silently breaking an index (as a field name given as a string would).
+
+// errInvalidKey is returned by FromArgs for an argument that cannot be a key
+// of the index (a malformed UUID): such a lookup matches nothing.
+var errInvalidKey = errors.New("invalid index key")
+
+// stringIndex indexes a string returned by get. Keys end in a NUL byte so
+// that "web" is not a prefix match of "web2" in exact lookups.
+type stringIndex[T any] struct {
+	get func(T) string
+}
+
+func (ix stringIndex[T]) FromObject(obj any) (bool, []byte, error) {
+	o, ok := obj.(T)
+	if !ok {
+		return false, nil, fmt.Errorf("string index: unexpected object %T", obj)
+	}
+	s := ix.get(o)
+	if s == "" {
+		return false, nil, nil
+	}
+	return true, stringKey(s), nil
+}
+
+func (ix stringIndex[T]) FromArgs(args ...any) ([]byte, error) {
+	s, err := oneString(args)
+	if err != nil {
+		return nil, err
+	}
+	return stringKey(s), nil
+}
+
+// PrefixFromArgs makes the index usable for prefix scans (the "_prefix"
+// lookups of go-memdb): the key is the prefix without the terminator.
+func (ix stringIndex[T]) PrefixFromArgs(args ...any) ([]byte, error) {
+	s, err := oneString(args)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
+}
+
+func stringKey(s string) []byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return b
+}
+
+// uuidIndex indexes a canonical lowercase UUID string as its 16 bytes. The
+// binary key is less than half the size of the text key, which matters for
+// the allocation table: one entry per allocation. Byte order equals the order
+// of the lowercase hex text, so scans stay in id order.
+type uuidIndex[T any] struct {
+	get func(T) string
+}
+
+func (ix uuidIndex[T]) FromObject(obj any) (bool, []byte, error) {
+	o, ok := obj.(T)
+	if !ok {
+		return false, nil, fmt.Errorf("uuid index: unexpected object %T", obj)
+	}
+	s := ix.get(o)
+	if s == "" {
+		return false, nil, nil
+	}
+	key, ok := uuidKey(s)
+	if !ok {
+		return false, nil, fmt.Errorf("uuid index: %q is not a lowercase UUID", s)
+	}
+	return true, key, nil
+}
+
+func (ix uuidIndex[T]) FromArgs(args ...any) ([]byte, error) {
+	s, err := oneString(args)
+	if err != nil {
+		return nil, err
+	}
+	key, ok := uuidKey(s)
+	if !ok {
+		return nil, errInvalidKey
+	}
+	return key, nil
+}
+
+// uuidKey decodes a canonical lowercase UUID into 16 bytes.
+func uuidKey(s string) ([]byte, bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return nil, false
+	}
+	key := make([]byte, 16)
+	n, ok := decodeUUIDDigits(key, s)
+	return key, ok && n == 32
+}
+
+// uuidLowerBound returns the smallest key whose UUID text starts with prefix
+// (ignoring dashes), or false if prefix cannot start a lowercase UUID.
+func uuidLowerBound(prefix string) ([]byte, bool) {
+	key := make([]byte, 16)
+	_, ok := decodeUUIDDigits(key, prefix)
+	return key, ok
+}
+
+// decodeUUIDDigits writes the lowercase hex digits of s, skipping dashes,
+// into key, and returns how many digits it read. Missing digits stay zero.
+// It fails on any other character or on more than 32 digits.
+func decodeUUIDDigits(key []byte, s string) (int, bool) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		var v byte
+		switch {
+		case c == '-':
+			continue
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		default:
+			return n, false
+		}
+		if n == 32 {
+			return n, false
+		}
+		if n%2 == 0 {
+			key[n/2] = v << 4
+		} else {
+			key[n/2] |= v
+		}
+		n++
+	}
+	return n, true
+}
+
+// versionIndex indexes a job version by job id and version number, so that
+// a prefix scan on the job id lists its versions in order.
+type versionIndex struct{}
+
+func (versionIndex) FromObject(obj any) (bool, []byte, error) {
+	j, ok := obj.(*jobVersion)
+	if !ok {
+		return false, nil, fmt.Errorf("version index: unexpected object %T", obj)
+	}
+	return true, versionKey(j.job.GetId(), j.job.GetVersion()), nil
+}
+
+func (versionIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 2 {
+		return nil, fmt.Errorf("version index: want job id and version, got %d arguments", len(args))
+	}
+	id, ok1 := args[0].(string)
+	v, ok2 := args[1].(uint64)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("version index: want (string, uint64), got (%T, %T)", args[0], args[1])
+	}
+	return versionKey(id, v), nil
+}
+
+// PrefixFromArgs takes the job id alone and matches all of its versions.
+func (versionIndex) PrefixFromArgs(args ...any) ([]byte, error) {
+	id, err := oneString(args)
+	if err != nil {
+		return nil, err
+	}
+	return stringKey(id), nil
+}
+
+// versionKey is the job id, NUL, then the version as 8 big-endian bytes so
+// that versions sort numerically.
+func versionKey(id string, version uint64) []byte {
+	key := make([]byte, len(id)+1, len(id)+9)
+	copy(key, id)
+	return binary.BigEndian.AppendUint64(key, version)
+}
+
+func oneString(args []any) (string, error) {
+	if len(args) != 1 {
+		return "", fmt.Errorf("index: want one argument, got %d", len(args))
+	}
+	s, ok := args[0].(string)
+	if !ok {
+		return "", fmt.Errorf("index: want a string argument, got %T", args[0])
+	}
+	return s, nil
+}

@@ -1,0 +1,131 @@
+package state
+
+import (
+	"fmt"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// maxNodeEvents bounds a node's event history.
+const maxNodeEvents = 10
+
+// RegisterResult says which nodes of a NodeRegisterEntry were refused.
+type RegisterResult struct {
+	// Errors holds, at the position of each node in the entry, nil or the
+	// reason it was refused (ErrSecretMismatch, ErrInvalidEntry).
+	Errors []error
+}
+
+// UpsertNodes applies a NodeRegisterEntry: each node is created in status
+// initializing, or a known node's description is updated while its status,
+// eligibility, drain, events and raft indexes are kept. Registration never
+// changes a known node's status. Each node is applied or refused on its own;
+// the refusals are in the result.
+func (s *StateStore) UpsertNodes(index uint64, e *droverv1.NodeRegisterEntry) (*RegisterResult, []Change, error) {
+	res := &RegisterResult{Errors: make([]error, len(e.GetNodes()))}
+	changes, err := s.write(index, func(tx *txn) error {
+		for i, n := range e.GetNodes() {
+			// Each check precedes the node's single insert, so a refused
+			// node leaves nothing behind in the shared transaction.
+			res.Errors[i] = tx.upsertNode(n, e.GetRegisteredAt())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, changes, nil
+}
+
+func (tx *txn) upsertNode(n *droverv1.Node, registeredAt int64) error {
+	if n == nil {
+		return invalidEntry("node registration without a node")
+	}
+	old := tx.node(n.GetId())
+	if old == nil {
+		n.Status = droverv1.NodeStatus_NODE_STATUS_INITIALIZING
+		n.StatusDescription = "registered"
+		n.StatusUpdatedAt = registeredAt
+		if n.SchedulingEligibility == droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_UNSPECIFIED {
+			n.SchedulingEligibility = droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_ELIGIBLE
+		}
+		n.Events = []*droverv1.NodeEvent{{
+			Message: "Node registered", Subsystem: "Cluster", Time: registeredAt, CreateIndex: tx.index,
+		}}
+		n.LastMissedHeartbeatIndex = 0
+		n.LastAllocUpdateIndex = 0
+		n.CreateIndex = tx.index
+		n.ModifyIndex = tx.index
+		return tx.insert(TableNodes, n)
+	}
+	if old.GetSecretId() != n.GetSecretId() {
+		return fmt.Errorf("register node %s: %w", n.GetId(), ErrSecretMismatch)
+	}
+	n.Status = old.Status
+	n.StatusDescription = old.StatusDescription
+	n.StatusUpdatedAt = old.StatusUpdatedAt
+	n.SchedulingEligibility = old.SchedulingEligibility
+	n.DrainStrategy = old.DrainStrategy
+	n.Events = old.Events
+	n.LastMissedHeartbeatIndex = old.LastMissedHeartbeatIndex
+	n.LastAllocUpdateIndex = old.LastAllocUpdateIndex
+	n.CreateIndex = old.CreateIndex
+	n.ModifyIndex = tx.index
+	return tx.insert(TableNodes, n)
+}
+
+// UpdateNodeStatus applies a NodeStatusEntry: the node's new status and the
+// evaluations it calls for. It fails with ErrConflict if the node changed
+// after the proposer read it (expected_modify_index), so that a decision
+// made on an old view, such as promoting a node to ready, is never applied
+// over a newer status.
+func (s *StateStore) UpdateNodeStatus(index uint64, e *droverv1.NodeStatusEntry) ([]Change, error) {
+	return s.write(index, func(tx *txn) error { return tx.updateNodeStatus(e) })
+}
+
+func (tx *txn) updateNodeStatus(e *droverv1.NodeStatusEntry) error {
+	if _, known := droverv1.NodeStatus_name[int32(e.GetStatus())]; !known || e.GetStatus() == droverv1.NodeStatus_NODE_STATUS_UNSPECIFIED {
+		return invalidEntry("node %s: status %d", e.GetNodeId(), e.GetStatus())
+	}
+	old := tx.node(e.GetNodeId())
+	if old == nil {
+		return fmt.Errorf("update status of node %s: %w", e.GetNodeId(), ErrNotFound)
+	}
+	if want := e.GetExpectedModifyIndex(); want != 0 && old.GetModifyIndex() != want {
+		return fmt.Errorf("update status of node %s: modify index is %d, expected %d: %w",
+			e.GetNodeId(), old.GetModifyIndex(), want, ErrConflict)
+	}
+	n := old.CloneVT()
+	n.Status = e.GetStatus()
+	n.StatusDescription = e.GetStatusDescription()
+	n.StatusUpdatedAt = e.GetUpdatedAt()
+	n.ModifyIndex = tx.index
+	switch {
+	case !old.GetStatus().IsUnresponsive() && n.Status.IsUnresponsive():
+		n.LastMissedHeartbeatIndex = tx.index
+	case n.Status == droverv1.NodeStatus_NODE_STATUS_READY:
+		n.LastMissedHeartbeatIndex = 0
+	}
+	if ev := e.GetEvent(); ev != nil {
+		ev.CreateIndex = tx.index
+		n.Events = appendNodeEvent(n.Events, ev)
+	}
+	if err := tx.insert(TableNodes, n); err != nil {
+		return err
+	}
+	for _, ev := range e.GetEvals() {
+		if ev.GetNodeId() == n.GetId() {
+			ev.NodeModifyIndex = tx.index
+		}
+	}
+	return tx.upsertEvals(e.GetEvals())
+}
+
+// appendNodeEvent adds ev, dropping the oldest events beyond the bound.
+func appendNodeEvent(events []*droverv1.NodeEvent, ev *droverv1.NodeEvent) []*droverv1.NodeEvent {
+	events = append(events, ev)
+	if over := len(events) - maxNodeEvents; over > 0 {
+		events = append([]*droverv1.NodeEvent(nil), events[over:]...)
+	}
+	return events
+}

@@ -1,0 +1,102 @@
+package state
+
+import (
+	"github.com/hashicorp/go-memdb"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// Table names. They also name the rows of the index table.
+const (
+	TableNodes       = "nodes"
+	TableJobs        = "jobs"
+	TableJobVersions = "job_versions"
+	TableAllocs      = "allocs"
+	TableEvals       = "evals"
+	TableIndex       = "index"
+
+	// Derived tables, rebuilt from the allocations on restore and never
+	// written to snapshots: the allocation ids of each node and each job.
+	tableNodeAllocs = "node_allocs"
+	tableJobAllocs  = "job_allocs"
+)
+
+// Index names.
+const (
+	indexID  = "id"
+	indexJob = "job"
+)
+
+// jobVersion wraps a job stored as one of its versions. The wrapper keeps
+// the version table's rows distinct from the job table's in change tracking.
+type jobVersion struct {
+	job *droverv1.Job
+}
+
+// tableIndex is a row of the index table: the raft index of the last write
+// to one table.
+type tableIndex struct {
+	table string
+	index uint64
+}
+
+// schema is the go-memdb schema of the state store.
+//
+// Allocations have one memdb index only (by id): every memdb index entry
+// costs about 450 bytes, more than the allocation itself. Allocations by node
+// and by job are kept in the derived node_allocs and job_allocs tables, one
+// row per node or job holding sorted allocation ids (see allocsets.go);
+// allocations by evaluation are found through the evaluation's job.
+func schema() *memdb.DBSchema {
+	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+		TableNodes: {
+			Name: TableNodes,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: uuidIndex[*droverv1.Node]{get: (*droverv1.Node).GetId}},
+			},
+		},
+		TableJobs: {
+			Name: TableJobs,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.Job]{get: (*droverv1.Job).GetId}},
+			},
+		},
+		TableJobVersions: {
+			Name: TableJobVersions,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: versionIndex{}},
+			},
+		},
+		TableAllocs: {
+			Name: TableAllocs,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: uuidIndex[*droverv1.Allocation]{get: (*droverv1.Allocation).GetId}},
+			},
+		},
+		TableEvals: {
+			Name: TableEvals,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID:  {Name: indexID, Unique: true, Indexer: uuidIndex[*droverv1.Evaluation]{get: (*droverv1.Evaluation).GetId}},
+				indexJob: {Name: indexJob, Indexer: stringIndex[*droverv1.Evaluation]{get: (*droverv1.Evaluation).GetJobId}},
+			},
+		},
+		TableIndex: {
+			Name: TableIndex,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*tableIndex]{get: func(t *tableIndex) string { return t.table }}},
+			},
+		},
+		tableNodeAllocs: {
+			Name: tableNodeAllocs,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*allocSet]{get: func(s *allocSet) string { return s.key }}},
+			},
+		},
+		tableJobAllocs: {
+			Name: tableJobAllocs,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*allocSet]{get: func(s *allocSet) string { return s.key }}},
+			},
+		},
+	}}
+}

@@ -1,0 +1,333 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/hashicorp/go-memdb"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// Snapshot is a read-only, point-in-time view of the state store. Reads
+// return shared immutable objects: never modify them. A Snapshot made by
+// BlockingQuery also records a watch channel for everything it reads.
+//
+// A Snapshot is not safe for concurrent use.
+type Snapshot struct {
+	txn   *memdb.Txn
+	ws    memdb.WatchSet
+	index uint64
+}
+
+// Index is the raft index of the last entry applied when the snapshot was
+// taken. The snapshot holds at least that entry's writes.
+func (s *Snapshot) Index() uint64 { return s.index }
+
+// TableIndex returns the raft index of the last write to table, or zero.
+func (s *Snapshot) TableIndex(table string) uint64 {
+	if t := first[*tableIndex](s, TableIndex, indexID, table); t != nil {
+		return t.index
+	}
+	return 0
+}
+
+// TableIndexes iterates the index table: each table's name and the raft
+// index of its last write.
+func (s *Snapshot) TableIndexes() iter.Seq2[string, uint64] {
+	return func(yield func(string, uint64) bool) {
+		for t := range all[*tableIndex](s, TableIndex, indexID) {
+			if !yield(t.table, t.index) {
+				return
+			}
+		}
+	}
+}
+
+// first returns the row of table whose index matches args, or the zero T.
+func first[T any](s *Snapshot, table, index string, args ...any) T {
+	var zero T
+	watch, obj, err := s.txn.FirstWatch(table, index, args...)
+	if errors.Is(err, errInvalidKey) {
+		return zero
+	}
+	mustRead(err, table, index)
+	s.watch(watch)
+	if obj == nil {
+		return zero
+	}
+	return obj.(T)
+}
+
+// all iterates the rows of table whose index matches args, in key order.
+// Each range over the result runs the lookup afresh, so it may be ranged
+// over more than once.
+func all[T any](s *Snapshot, table, index string, args ...any) iter.Seq[T] {
+	return func(yield func(T) bool) {
+		it, err := s.txn.Get(table, index, args...)
+		mustRead(err, table, index)
+		s.watch(it.WatchCh())
+		for obj := it.Next(); obj != nil; obj = it.Next() {
+			if !yield(obj.(T)) {
+				return
+			}
+		}
+	}
+}
+
+func (s *Snapshot) watch(ch <-chan struct{}) {
+	if s.ws != nil {
+		s.ws.Add(ch)
+	}
+}
+
+// mustRead panics on a memdb read error. Reads fail only for a table or
+// index missing from the schema or an argument of the wrong type, which are
+// bugs in this package, not conditions callers can handle; malformed ids from
+// callers are handled as "not found" before this point.
+func mustRead(err error, table, index string) {
+	if err != nil {
+		panic(fmt.Sprintf("state: read %s.%s: %v", table, index, err))
+	}
+}
+
+// Page is one page of a listing in id order.
+type Page struct {
+	// Prefix keeps only ids that start with it.
+	Prefix string
+	// Size is the most items returned; zero or less means no limit.
+	Size int
+	// After is the next token from the previous page: the first id to return.
+	After string
+}
+
+// Paginate collects items from seq, which yields items in id order, whose
+// id (from key) starts with p.Prefix and is not before p.After, until
+// p.Size are collected. It returns the id of the next item, if any, as the
+// token for the next page.
+func Paginate[T any](seq iter.Seq[T], key func(T) string, p Page) (items []T, next string) {
+	start := pageStart(p)
+	for item := range seq {
+		id := key(item)
+		if id < start {
+			continue
+		}
+		if !strings.HasPrefix(id, p.Prefix) {
+			// Keys are in id order: past the prefix nothing more matches.
+			if id > p.Prefix {
+				break
+			}
+			continue
+		}
+		if p.Size > 0 && len(items) == p.Size {
+			return items, id
+		}
+		items = append(items, item)
+	}
+	return items, ""
+}
+
+// pageStart is where a paged scan begins: the later of the prefix and the
+// next-page token.
+func pageStart(p Page) string {
+	return max(p.Prefix, p.After)
+}
+
+// listUUID pages through a table keyed by uuidIndex.
+func listUUID[T any](s *Snapshot, table string, key func(T) string, p Page) ([]T, string) {
+	start, ok := uuidLowerBound(pageStart(p))
+	if !ok {
+		return nil, ""
+	}
+	it, err := s.txn.LowerBound(table, indexID, uuidText(start))
+	mustRead(err, table, indexID)
+	s.watch(s.tableWatch(table))
+	return Paginate(func(yield func(T) bool) {
+		for obj := it.Next(); obj != nil; obj = it.Next() {
+			if !yield(obj.(T)) {
+				return
+			}
+		}
+	}, key, p)
+}
+
+// uuidText formats 16 key bytes back into UUID text for LowerBound, which
+// takes index arguments rather than keys.
+func uuidText(key []byte) string {
+	const hexDigits = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(36)
+	for i, c := range key {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b.WriteByte('-')
+		}
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&0xf])
+	}
+	return b.String()
+}
+
+// tableWatch returns the watch channel of the index table's row for table,
+// which fires on any write to the table: the right granularity for listings.
+func (s *Snapshot) tableWatch(table string) <-chan struct{} {
+	watch, _, err := s.txn.FirstWatch(TableIndex, indexID, table)
+	mustRead(err, TableIndex, indexID)
+	return watch
+}
+
+// NodeByID returns the node, or nil.
+func (s *Snapshot) NodeByID(id string) *droverv1.Node {
+	return first[*droverv1.Node](s, TableNodes, indexID, id)
+}
+
+// Nodes iterates all nodes in id order.
+func (s *Snapshot) Nodes() iter.Seq[*droverv1.Node] {
+	return all[*droverv1.Node](s, TableNodes, indexID)
+}
+
+// ListNodes returns one page of nodes.
+func (s *Snapshot) ListNodes(p Page) ([]*droverv1.Node, string) {
+	return listUUID(s, TableNodes, (*droverv1.Node).GetId, p)
+}
+
+// JobByID returns the current version of the job, or nil.
+func (s *Snapshot) JobByID(id string) *droverv1.Job {
+	return first[*droverv1.Job](s, TableJobs, indexID, id)
+}
+
+// Jobs iterates all jobs in id order.
+func (s *Snapshot) Jobs() iter.Seq[*droverv1.Job] {
+	return all[*droverv1.Job](s, TableJobs, indexID)
+}
+
+// ListJobs returns one page of jobs.
+func (s *Snapshot) ListJobs(p Page) ([]*droverv1.Job, string) {
+	it, err := s.txn.LowerBound(TableJobs, indexID, pageStart(p))
+	mustRead(err, TableJobs, indexID)
+	s.watch(s.tableWatch(TableJobs))
+	return Paginate(func(yield func(*droverv1.Job) bool) {
+		for obj := it.Next(); obj != nil; obj = it.Next() {
+			if !yield(obj.(*droverv1.Job)) {
+				return
+			}
+		}
+	}, (*droverv1.Job).GetId, p)
+}
+
+// JobVersion returns one version of a job, or nil.
+func (s *Snapshot) JobVersion(id string, version uint64) *droverv1.Job {
+	if v := first[*jobVersion](s, TableJobVersions, indexID, id, version); v != nil {
+		return v.job
+	}
+	return nil
+}
+
+// JobVersions iterates the stored versions of a job, oldest first.
+func (s *Snapshot) JobVersions(id string) iter.Seq[*droverv1.Job] {
+	return func(yield func(*droverv1.Job) bool) {
+		for v := range all[*jobVersion](s, TableJobVersions, indexID+"_prefix", id) {
+			if !yield(v.job) {
+				return
+			}
+		}
+	}
+}
+
+// AllJobVersions iterates every stored version of every job, by job id and
+// version.
+func (s *Snapshot) AllJobVersions() iter.Seq[*droverv1.Job] {
+	return func(yield func(*droverv1.Job) bool) {
+		for v := range all[*jobVersion](s, TableJobVersions, indexID) {
+			if !yield(v.job) {
+				return
+			}
+		}
+	}
+}
+
+// AllocByID returns the allocation, or nil.
+func (s *Snapshot) AllocByID(id string) *droverv1.Allocation {
+	return first[*droverv1.Allocation](s, TableAllocs, indexID, id)
+}
+
+// Allocs iterates all allocations in id order.
+func (s *Snapshot) Allocs() iter.Seq[*droverv1.Allocation] {
+	return all[*droverv1.Allocation](s, TableAllocs, indexID)
+}
+
+// ListAllocs returns one page of allocations.
+func (s *Snapshot) ListAllocs(p Page) ([]*droverv1.Allocation, string) {
+	return listUUID(s, TableAllocs, (*droverv1.Allocation).GetId, p)
+}
+
+// AllocsByNode returns the allocations on a node, terminal ones included,
+// in id order, and the raft index of the last change the servers made to
+// them (a placement, a stop, a server-side update or a removal). Agents'
+// own status reports do not move that index, and a blocking query built on
+// AllocsByNode wakes only for those server-side changes.
+func (s *Snapshot) AllocsByNode(nodeID string) ([]*droverv1.Allocation, uint64) {
+	set := first[*allocSet](s, tableNodeAllocs, indexID, nodeID)
+	return s.allocsOf(set), set.lastIndex()
+}
+
+// AllocsByJob returns the allocations of a job, in id order, and the raft
+// index of the last change to any of them.
+func (s *Snapshot) AllocsByJob(jobID string) ([]*droverv1.Allocation, uint64) {
+	set := first[*allocSet](s, tableJobAllocs, indexID, jobID)
+	return s.allocsOf(set), set.lastIndex()
+}
+
+// AllocsByEval returns the allocations an evaluation created or last
+// changed, in id order.
+func (s *Snapshot) AllocsByEval(evalID string) []*droverv1.Allocation {
+	eval := s.EvalByID(evalID)
+	if eval == nil {
+		return nil
+	}
+	allocs, _ := s.AllocsByJob(eval.GetJobId())
+	var out []*droverv1.Allocation
+	for _, a := range allocs {
+		if a.GetEvalId() == evalID {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (s *Snapshot) allocsOf(set *allocSet) []*droverv1.Allocation {
+	if set == nil || len(set.ids) == 0 {
+		return nil
+	}
+	allocs := make([]*droverv1.Allocation, 0, len(set.ids))
+	for _, id := range set.ids {
+		_, obj, err := s.txn.FirstWatch(TableAllocs, indexID, id)
+		mustRead(err, TableAllocs, indexID)
+		if obj == nil {
+			panic(fmt.Sprintf("state: allocation %s listed in a node or job set is missing", id))
+		}
+		allocs = append(allocs, obj.(*droverv1.Allocation))
+	}
+	return allocs
+}
+
+// EvalByID returns the evaluation, or nil.
+func (s *Snapshot) EvalByID(id string) *droverv1.Evaluation {
+	return first[*droverv1.Evaluation](s, TableEvals, indexID, id)
+}
+
+// Evals iterates all evaluations in id order.
+func (s *Snapshot) Evals() iter.Seq[*droverv1.Evaluation] {
+	return all[*droverv1.Evaluation](s, TableEvals, indexID)
+}
+
+// ListEvals returns one page of evaluations.
+func (s *Snapshot) ListEvals(p Page) ([]*droverv1.Evaluation, string) {
+	return listUUID(s, TableEvals, (*droverv1.Evaluation).GetId, p)
+}
+
+// EvalsByJob iterates the evaluations of a job, in id order.
+func (s *Snapshot) EvalsByJob(jobID string) iter.Seq[*droverv1.Evaluation] {
+	return all[*droverv1.Evaluation](s, TableEvals, indexJob, jobID)
+}

@@ -1,0 +1,114 @@
+// Package testserver starts real drover servers inside a test process: raft
+// and bbolt on a temporary data dir, gRPC on a loopback port. Only tests
+// import it.
+package testserver
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/rpc"
+	"github.com/droverhq/drover/server"
+)
+
+// startTimeout bounds how long a server may take to elect itself and
+// report healthy.
+const startTimeout = 30 * time.Second
+
+// Server is a running in-process server and a client connection to it.
+type Server struct {
+	*server.Server
+	Config server.Config
+	Conn   *grpc.ClientConn
+}
+
+// Start runs a single bootstrapped server on a fresh data dir. Options
+// adjust the configuration before start. The server is shut down and its
+// data dir removed when the test ends.
+func Start(t testing.TB, opts ...func(*server.Config)) *Server {
+	t.Helper()
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Bootstrap = true
+	cfg.RPCAddr = "127.0.0.1:0"
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return start(t, cfg)
+}
+
+func start(t testing.TB, cfg server.Config) *Server {
+	t.Helper()
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	s := &Server{Server: srv, Config: cfg}
+	t.Cleanup(func() { s.stop(t) })
+	s.Conn = Dial(t, srv.RPCAddr())
+	WaitServing(t, s.Conn)
+	return s
+}
+
+func (s *Server) stop(t testing.TB) {
+	if s.Conn != nil {
+		_ = s.Conn.Close()
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("shut down server: %v", err)
+	}
+}
+
+// Restart shuts the server down and starts it again on the same data dir
+// and raft address, as a restarted process would be.
+func (s *Server) Restart(t testing.TB) *Server {
+	t.Helper()
+	cfg := s.Config
+	cfg.RaftAddr = s.RaftAddr()
+	s.stop(t)
+	return start(t, cfg)
+}
+
+// Dial connects to a server with drover's codec.
+func Dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})))
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	return conn
+}
+
+// WaitServing blocks until the server reports the node service SERVING
+// through grpc.health.v1 Watch.
+func WaitServing(t testing.TB, conn *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	watch, err := healthpb.NewHealthClient(conn).Watch(ctx,
+		&healthpb.HealthCheckRequest{Service: droverv1.NodeService_ServiceDesc.ServiceName}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatalf("watch health: %v", err)
+	}
+	for {
+		resp, err := watch.Recv()
+		if err != nil {
+			t.Fatalf("server did not become healthy within %s: %v", startTimeout, err)
+		}
+		if resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+	}
+}

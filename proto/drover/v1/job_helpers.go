@@ -1,0 +1,95 @@
+package droverv1
+
+import "time"
+
+// DefaultJobPriority is the priority of a job that does not set one.
+const DefaultJobPriority = 50
+
+// Default reschedule policies, by job type: services keep trying with a
+// growing delay; batch work retries once a day.
+func defaultReschedulePolicy(t JobType) *ReschedulePolicy {
+	switch t {
+	case JobType_JOB_TYPE_SERVICE:
+		return &ReschedulePolicy{
+			Delay:         int64(30 * time.Second),
+			DelayFunction: DelayFunction_DELAY_FUNCTION_EXPONENTIAL,
+			MaxDelay:      int64(time.Hour),
+			Unlimited:     true,
+		}
+	case JobType_JOB_TYPE_BATCH:
+		return &ReschedulePolicy{
+			Attempts:      1,
+			Interval:      int64(24 * time.Hour),
+			Delay:         int64(5 * time.Second),
+			DelayFunction: DelayFunction_DELAY_FUNCTION_CONSTANT,
+		}
+	}
+	return nil
+}
+
+// Canonicalize fills in the defaults of an operator's job specification so
+// that the stored job says explicitly how it behaves. It is called before
+// Validate, on a job the caller owns.
+func (j *Job) Canonicalize() {
+	if j.Type == JobType_JOB_TYPE_UNSPECIFIED {
+		j.Type = JobType_JOB_TYPE_SERVICE
+	}
+	if j.Name == "" {
+		j.Name = j.Id
+	}
+	if j.Priority == 0 {
+		j.Priority = DefaultJobPriority
+	}
+	for _, tg := range j.TaskGroups {
+		if tg == nil {
+			continue
+		}
+		if j.Type == JobType_JOB_TYPE_SYSTEM {
+			// A system job runs once per eligible node; count means nothing.
+			tg.Count = 1
+		}
+		if tg.ReschedulePolicy == nil {
+			tg.ReschedulePolicy = defaultReschedulePolicy(j.Type)
+		}
+		if tg.ReconnectStrategy == ReconnectStrategy_RECONNECT_STRATEGY_UNSPECIFIED {
+			tg.ReconnectStrategy = ReconnectStrategy_RECONNECT_STRATEGY_BEST_SCORE
+		}
+		for _, s := range tg.Spreads {
+			if s != nil && s.Weight == 0 {
+				s.Weight = DefaultJobPriority
+			}
+		}
+	}
+}
+
+// ClearServerFields resets the fields the servers own, so that values sent
+// by a client are never stored.
+func (j *Job) ClearServerFields() {
+	j.Stop = false
+	j.Status = JobStatus_JOB_STATUS_UNSPECIFIED
+	j.Version = 0
+	j.CreateIndex = 0
+	j.ModifyIndex = 0
+	j.JobModifyIndex = 0
+	j.SubmitTime = 0
+}
+
+// LookupTaskGroup returns the group named name, or nil.
+func (j *Job) LookupTaskGroup(name string) *TaskGroup {
+	for _, tg := range j.GetTaskGroups() {
+		if tg.GetName() == name {
+			return tg
+		}
+	}
+	return nil
+}
+
+// SpecEqual reports whether two jobs have the same specification, ignoring
+// the fields the servers own. Registering an unchanged specification does
+// not create a new job version.
+func (j *Job) SpecEqual(other *Job) bool {
+	a, b := j.CloneVT(), other.CloneVT()
+	a.ClearServerFields()
+	b.ClearServerFields()
+	return a.EqualVT(b)
+}

@@ -1,0 +1,328 @@
+package droverv1
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Validate checks a job submission. The job must have been canonicalized.
+func (r *RegisterJobRequest) Validate() error {
+	var v violations
+	if r.GetJob() == nil {
+		v.add("job", "is required")
+		return v.err()
+	}
+	validateJob(&v, r.GetJob())
+	return v.err()
+}
+
+func validateJob(v *violations, j *Job) {
+	v.identifier("job.id", j.GetId())
+	v.text("job.name", j.GetName(), maxNameLen, false)
+	v.enum("job.type", int32(j.GetType()), JobType_name)
+	if p := j.GetPriority(); p < 1 || p > maxPriority {
+		v.add("job.priority", "must be from 1 to %d", maxPriority)
+	}
+	switch n := len(j.GetDatacenters()); {
+	case n == 0:
+		v.add("job.datacenters", "must name at least one datacenter")
+	case n > maxListLen:
+		v.add("job.datacenters", "must name at most %d datacenters", maxListLen)
+	}
+	for i, dc := range j.GetDatacenters() {
+		v.identifier(fmt.Sprintf("job.datacenters[%d]", i), dc)
+	}
+	validateConstraints(v, "job.constraints", j.GetConstraints())
+	v.stringMap("job.meta", j.GetMeta())
+	switch n := len(j.GetTaskGroups()); {
+	case n == 0:
+		v.add("job.task_groups", "must have at least one task group")
+	case n > maxJobTaskGroups:
+		v.add("job.task_groups", "must have at most %d task groups", maxJobTaskGroups)
+	}
+	names := make(map[string]struct{})
+	for i, tg := range j.GetTaskGroups() {
+		field := fmt.Sprintf("job.task_groups[%d]", i)
+		if tg == nil {
+			v.add(field, "is required")
+			continue
+		}
+		if _, dup := names[tg.GetName()]; dup {
+			v.add(field+".name", "%q is used by another task group", tg.GetName())
+		}
+		names[tg.GetName()] = struct{}{}
+		validateTaskGroup(v, field, j.GetType(), tg)
+	}
+}
+
+func validateTaskGroup(v *violations, field string, jobType JobType, tg *TaskGroup) {
+	v.identifier(field+".name", tg.GetName())
+	if c := tg.GetCount(); c < 0 || c > maxGroupCount {
+		v.add(field+".count", "must be from 0 to %d", maxGroupCount)
+	}
+	validateResources(v, field+".resources", tg.GetResources())
+	validateConstraints(v, field+".constraints", tg.GetConstraints())
+	validateSpreads(v, field+".spreads", tg.GetSpreads())
+	v.nonNegative(field+".max_client_disconnect", tg.GetMaxClientDisconnect())
+	v.nonNegative(field+".stop_after_client_disconnect", tg.GetStopAfterClientDisconnect())
+	if jobType == JobType_JOB_TYPE_SYSTEM && tg.GetStopAfterClientDisconnect() != 0 {
+		v.add(field+".stop_after_client_disconnect", "is not supported for system jobs")
+	}
+	v.enum(field+".reconnect_strategy", int32(tg.GetReconnectStrategy()), ReconnectStrategy_name)
+	if rp := tg.GetReschedulePolicy(); rp != nil {
+		validateReschedulePolicy(v, field+".reschedule_policy", rp)
+	}
+	v.stringMap(field+".meta", tg.GetMeta())
+	if len(tg.GetTasks()) > maxListLen {
+		v.add(field+".tasks", "must have at most %d tasks", maxListLen)
+		return
+	}
+	tasks := make(map[string]struct{})
+	for i, t := range tg.GetTasks() {
+		tf := fmt.Sprintf("%s.tasks[%d]", field, i)
+		if t == nil {
+			v.add(tf, "is required")
+			continue
+		}
+		v.identifier(tf+".name", t.GetName())
+		if _, dup := tasks[t.GetName()]; dup {
+			v.add(tf+".name", "%q is used by another task", t.GetName())
+		}
+		tasks[t.GetName()] = struct{}{}
+		v.identifier(tf+".driver", t.GetDriver())
+		v.stringMap(tf+".config", t.GetConfig())
+		v.stringMap(tf+".env", t.GetEnv())
+	}
+}
+
+func validateResources(v *violations, field string, r *Resources) {
+	if r == nil {
+		v.add(field, "is required")
+		return
+	}
+	if r.GetCpuMhz() <= 0 {
+		v.add(field+".cpu_mhz", "must be positive")
+	}
+	if r.GetMemoryMb() <= 0 {
+		v.add(field+".memory_mb", "must be positive")
+	}
+	v.nonNegative(field+".disk_mb", r.GetDiskMb())
+	if len(r.GetPorts()) > maxListLen {
+		v.add(field+".ports", "must have at most %d ports", maxListLen)
+		return
+	}
+	labels := make(map[string]struct{})
+	static := make(map[int32]struct{})
+	for i, p := range r.GetPorts() {
+		pf := fmt.Sprintf("%s.ports[%d]", field, i)
+		if p == nil {
+			v.add(pf, "is required")
+			continue
+		}
+		v.identifier(pf+".label", p.GetLabel())
+		if _, dup := labels[p.GetLabel()]; dup {
+			v.add(pf+".label", "%q is used by another port", p.GetLabel())
+		}
+		labels[p.GetLabel()] = struct{}{}
+		v.port(pf+".value", p.GetValue(), true)
+		if p.GetValue() != 0 {
+			if _, dup := static[p.GetValue()]; dup {
+				v.add(pf+".value", "static port %d is asked for twice", p.GetValue())
+			}
+			static[p.GetValue()] = struct{}{}
+		}
+	}
+}
+
+// operatorsWithoutValue are the constraint operators that ignore value.
+var operatorsWithoutValue = map[ConstraintOperator]bool{
+	ConstraintOperator_CONSTRAINT_OPERATOR_IS_SET:         true,
+	ConstraintOperator_CONSTRAINT_OPERATOR_IS_NOT_SET:     true,
+	ConstraintOperator_CONSTRAINT_OPERATOR_DISTINCT_HOSTS: true,
+}
+
+func validateConstraints(v *violations, field string, cs []*Constraint) {
+	if len(cs) > maxListLen {
+		v.add(field, "must have at most %d constraints", maxListLen)
+		return
+	}
+	for i, c := range cs {
+		cf := fmt.Sprintf("%s[%d]", field, i)
+		if c == nil {
+			v.add(cf, "is required")
+			continue
+		}
+		op := c.GetOperator()
+		v.enum(cf+".operator", int32(op), ConstraintOperator_name)
+		if op != ConstraintOperator_CONSTRAINT_OPERATOR_DISTINCT_HOSTS {
+			v.text(cf+".attribute", c.GetAttribute(), maxMapKeyLen, true)
+		}
+		if !operatorsWithoutValue[op] {
+			v.text(cf+".value", c.GetValue(), maxMapValueLen, true)
+		}
+		if op == ConstraintOperator_CONSTRAINT_OPERATOR_REGEXP {
+			if _, err := regexp.Compile(c.GetValue()); err != nil {
+				v.add(cf+".value", "is not a valid regular expression: %v", err)
+			}
+		}
+	}
+}
+
+func validateSpreads(v *violations, field string, spreads []*Spread) {
+	if len(spreads) > maxListLen {
+		v.add(field, "must have at most %d spreads", maxListLen)
+		return
+	}
+	for i, s := range spreads {
+		sf := fmt.Sprintf("%s[%d]", field, i)
+		if s == nil {
+			v.add(sf, "is required")
+			continue
+		}
+		v.text(sf+".attribute", s.GetAttribute(), maxMapKeyLen, true)
+		if w := s.GetWeight(); w < 1 || w > maxSpreadWeight {
+			v.add(sf+".weight", "must be from 1 to %d", maxSpreadWeight)
+		}
+		if len(s.GetTargets()) > maxListLen {
+			v.add(sf+".targets", "must have at most %d targets", maxListLen)
+			continue
+		}
+		var sum int32
+		values := make(map[string]struct{})
+		for j, t := range s.GetTargets() {
+			tf := fmt.Sprintf("%s.targets[%d]", sf, j)
+			if t == nil {
+				v.add(tf, "is required")
+				continue
+			}
+			v.text(tf+".value", t.GetValue(), maxMapValueLen, true)
+			if _, dup := values[t.GetValue()]; dup {
+				v.add(tf+".value", "%q has two targets", t.GetValue())
+			}
+			values[t.GetValue()] = struct{}{}
+			if p := t.GetPercent(); p < 0 || p > maxPercent {
+				v.add(tf+".percent", "must be from 0 to %d", maxPercent)
+			}
+			sum += t.GetPercent()
+		}
+		if sum > maxPercent {
+			v.add(sf+".targets", "percentages must sum to at most %d, not %d", maxPercent, sum)
+		}
+	}
+}
+
+func validateReschedulePolicy(v *violations, field string, rp *ReschedulePolicy) {
+	if rp.GetAttempts() < 0 {
+		v.add(field+".attempts", "must not be negative")
+	}
+	v.nonNegative(field+".interval", rp.GetInterval())
+	v.nonNegative(field+".delay", rp.GetDelay())
+	v.nonNegative(field+".max_delay", rp.GetMaxDelay())
+	v.enum(field+".delay_function", int32(rp.GetDelayFunction()), DelayFunction_name)
+	if rp.GetDelayFunction() == DelayFunction_DELAY_FUNCTION_EXPONENTIAL && rp.GetMaxDelay() < rp.GetDelay() {
+		v.add(field+".max_delay", "must be at least delay for an exponential delay")
+	}
+	if !rp.GetUnlimited() && rp.GetAttempts() > 0 && rp.GetInterval() <= 0 {
+		v.add(field+".interval", "must be positive when attempts are limited")
+	}
+}
+
+// Validate checks a job stop request.
+func (r *DeregisterJobRequest) Validate() error {
+	var v violations
+	v.identifier("job_id", r.GetJobId())
+	return v.err()
+}
+
+// Validate checks a job read.
+func (r *GetJobRequest) Validate() error {
+	var v violations
+	v.identifier("job_id", r.GetJobId())
+	return v.err()
+}
+
+// Validate checks a job list request.
+func (r *ListJobsRequest) Validate() error {
+	var v violations
+	validatePage(&v, r.GetPage())
+	return v.err()
+}
+
+// Validate checks a request for a job's allocations.
+func (r *ListJobAllocationsRequest) Validate() error {
+	var v violations
+	v.identifier("job_id", r.GetJobId())
+	validatePage(&v, r.GetPage())
+	return v.err()
+}
+
+// Validate checks a request for a job's evaluations.
+func (r *ListJobEvaluationsRequest) Validate() error {
+	var v violations
+	v.identifier("job_id", r.GetJobId())
+	validatePage(&v, r.GetPage())
+	return v.err()
+}
+
+// Validate checks an allocation read.
+func (r *GetAllocationRequest) Validate() error {
+	var v violations
+	v.uuid("alloc_id", r.GetAllocId())
+	return v.err()
+}
+
+// Validate checks an allocation list request.
+func (r *ListAllocationsRequest) Validate() error {
+	var v violations
+	validatePage(&v, r.GetPage())
+	return v.err()
+}
+
+// Validate checks an evaluation read.
+func (r *GetEvaluationRequest) Validate() error {
+	var v violations
+	v.uuid("eval_id", r.GetEvalId())
+	return v.err()
+}
+
+// Validate checks an evaluation list request.
+func (r *ListEvaluationsRequest) Validate() error {
+	var v violations
+	validatePage(&v, r.GetPage())
+	return v.err()
+}
+
+// Validate checks an event subscription.
+func (r *StreamEventsRequest) Validate() error {
+	var v violations
+	if len(r.GetTopics()) > maxEventKeysTopic {
+		v.add("topics", "must name at most %d topics", maxEventKeysTopic)
+	}
+	for i, t := range r.GetTopics() {
+		v.enum(fmt.Sprintf("topics[%d]", i), int32(t), Topic_name)
+	}
+	if len(r.GetKeys()) > maxEventKeysTopic {
+		v.add("keys", "must name at most %d keys", maxEventKeysTopic)
+	}
+	for i, k := range r.GetKeys() {
+		v.text(fmt.Sprintf("keys[%d]", i), k, maxNameLen, true)
+	}
+	return v.err()
+}
+
+// DefaultPageSize and MaxPageSize bound list pages.
+const (
+	DefaultPageSize = 1000
+	MaxPageSize     = maxPageSize
+)
+
+func validatePage(v *violations, p *PageOptions) {
+	if p == nil {
+		return
+	}
+	if s := p.GetPageSize(); s < 0 || s > maxPageSize {
+		v.add("page.page_size", "must be from 0 to %d", maxPageSize)
+	}
+	v.text("page.prefix", p.GetPrefix(), maxNameLen, false)
+	v.text("page.next_token", p.GetNextToken(), maxNameLen, false)
+}

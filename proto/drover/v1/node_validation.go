@@ -1,0 +1,125 @@
+package droverv1
+
+import "fmt"
+
+// Validate checks an agent's registration. Server-owned node fields (status,
+// eligibility, indexes, events) are not checked: the server ignores them.
+func (r *RegisterNodeRequest) Validate() error {
+	var v violations
+	n := r.GetNode()
+	if n == nil {
+		v.add("node", "is required")
+		return v.err()
+	}
+	v.uuid("node.id", n.GetId())
+	v.uuid("node.secret_id", n.GetSecretId())
+	v.text("node.name", n.GetName(), maxNameLen, true)
+	v.identifier("node.datacenter", n.GetDatacenter())
+	if n.GetNodeClass() != "" {
+		v.identifier("node.node_class", n.GetNodeClass())
+	}
+	v.text("node.agent_version", n.GetAgentVersion(), maxNameLen, false)
+	v.stringMap("node.attributes", n.GetAttributes())
+	validateNodeResources(&v, n.GetResources(), n.GetReserved())
+	return v.err()
+}
+
+func validateNodeResources(v *violations, res *NodeResources, reserved *NodeReservedResources) {
+	if res == nil {
+		v.add("node.resources", "is required")
+		return
+	}
+	if res.GetCpuMhz() <= 0 {
+		v.add("node.resources.cpu_mhz", "must be positive")
+	}
+	if res.GetMemoryMb() <= 0 {
+		v.add("node.resources.memory_mb", "must be positive")
+	}
+	v.nonNegative("node.resources.disk_mb", res.GetDiskMb())
+	lo, hi := res.GetMinDynamicPort(), res.GetMaxDynamicPort()
+	if lo != 0 || hi != 0 {
+		v.port("node.resources.min_dynamic_port", lo, false)
+		v.port("node.resources.max_dynamic_port", hi, false)
+		if lo > hi {
+			v.add("node.resources.min_dynamic_port", "must not exceed max_dynamic_port")
+		}
+	}
+	if reserved == nil {
+		return
+	}
+	v.nonNegative("node.reserved.cpu_mhz", reserved.GetCpuMhz())
+	v.nonNegative("node.reserved.memory_mb", reserved.GetMemoryMb())
+	v.nonNegative("node.reserved.disk_mb", reserved.GetDiskMb())
+	if reserved.GetCpuMhz() > res.GetCpuMhz() {
+		v.add("node.reserved.cpu_mhz", "must not exceed node.resources.cpu_mhz")
+	}
+	if reserved.GetMemoryMb() > res.GetMemoryMb() {
+		v.add("node.reserved.memory_mb", "must not exceed node.resources.memory_mb")
+	}
+	if len(reserved.GetPorts()) > maxListLen {
+		v.add("node.reserved.ports", "must have at most %d ranges", maxListLen)
+		return
+	}
+	for i, pr := range reserved.GetPorts() {
+		field := fmt.Sprintf("node.reserved.ports[%d]", i)
+		v.port(field+".first", pr.GetFirst(), false)
+		v.port(field+".last", pr.GetLast(), false)
+		if pr.GetFirst() > pr.GetLast() {
+			v.add(field, "first must not exceed last")
+		}
+	}
+}
+
+// Validate checks a heartbeat. Agents may only report ready: every other
+// status is decided by the servers.
+func (r *UpdateNodeStatusRequest) Validate() error {
+	var v violations
+	v.uuid("node_id", r.GetNodeId())
+	v.uuid("secret_id", r.GetSecretId())
+	if r.GetStatus() != NodeStatus_NODE_STATUS_READY {
+		v.add("status", "must be NODE_STATUS_READY; other statuses are set by the servers")
+	}
+	return v.err()
+}
+
+// Validate checks an allocation report: at least one allocation, each
+// reported once, with a status an agent may report.
+func (r *UpdateAllocRequest) Validate() error {
+	var v violations
+	v.uuid("node_id", r.GetNodeId())
+	v.uuid("secret_id", r.GetSecretId())
+	allocs := r.GetAllocs()
+	switch {
+	case len(allocs) == 0:
+		v.add("allocs", "must report at least one allocation")
+	case len(allocs) > maxAllocsPerCall:
+		v.add("allocs", "must report at most %d allocations per call", maxAllocsPerCall)
+	}
+	seen := make(map[string]struct{}, len(allocs))
+	for i, a := range allocs {
+		field := fmt.Sprintf("allocs[%d]", i)
+		if a == nil {
+			v.add(field, "is required")
+			continue
+		}
+		v.uuid(field+".alloc_id", a.GetAllocId())
+		if _, dup := seen[a.GetAllocId()]; dup {
+			v.add(field+".alloc_id", "is reported twice")
+		}
+		seen[a.GetAllocId()] = struct{}{}
+		if !a.GetClientStatus().IsAgentReportable() {
+			v.add(field+".client_status", "must be pending, running, complete or failed")
+		}
+		v.text(field+".client_description", a.GetClientDescription(), maxLongTextLen, false)
+	}
+	return v.err()
+}
+
+// Validate checks a GetAllocs query. Any min_index and max_wait are
+// accepted; max_wait is clamped by the server.
+func (r *GetAllocsRequest) Validate() error {
+	var v violations
+	v.uuid("node_id", r.GetNodeId())
+	v.uuid("secret_id", r.GetSecretId())
+	return v.err()
+}

@@ -1,0 +1,130 @@
+package rpc_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/droverhq/drover/internal/mock"
+	"github.com/droverhq/drover/internal/testserver"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// BenchmarkRegister measures Node.Register of new nodes through gRPC and
+// raft (bbolt fsync included) on one server, with 1, 16 and 64 callers each
+// on its own connection, as agents would be. It reports calls per second and
+// the median and 99th percentile latency of a call.
+func BenchmarkRegister(b *testing.B) {
+	for _, callers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			srv := testserver.Start(b)
+			clients := make([]droverv1.NodeServiceClient, callers)
+			for i := range clients {
+				clients[i] = droverv1.NewNodeServiceClient(testserver.Dial(b, srv.RPCAddr()))
+			}
+			reqs := make([]*droverv1.RegisterNodeRequest, b.N)
+			for i := range reqs {
+				reqs[i] = &droverv1.RegisterNodeRequest{Node: mock.Node()}
+			}
+			latencies := make([]time.Duration, b.N)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for c := range callers {
+				wg.Go(func() {
+					for {
+						i := int(next.Add(1)) - 1
+						if i >= b.N {
+							return
+						}
+						began := time.Now()
+						if _, err := clients[c].Register(context.Background(), reqs[i]); err != nil {
+							b.Error(err)
+							return
+						}
+						latencies[i] = time.Since(began)
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			reportLatencies(b, latencies, elapsed)
+		})
+	}
+}
+
+// BenchmarkGetAllocsWakeup measures one long-poll wake-up: the time from a
+// plan changing the allocation of a node whose agent is blocked in GetAllocs
+// (here, an in-place update of its one allocation) until the agent holds
+// the response.
+func BenchmarkGetAllocsWakeup(b *testing.B) {
+	srv := testserver.Start(b)
+	e := &env{srv: srv}
+	nodes := droverv1.NewNodeServiceClient(srv.Conn)
+	n := mock.Node()
+	if _, err := nodes.Register(context.Background(), &droverv1.RegisterNodeRequest{Node: n.CloneVT()}); err != nil {
+		b.Fatal(err)
+	}
+	j := mock.Job(1)
+	if _, err := droverv1.NewJobServiceClient(srv.Conn).Register(context.Background(), &droverv1.RegisterJobRequest{Job: j}); err != nil {
+		b.Fatal(err)
+	}
+	job := srv.State().Snapshot().JobByID(j.GetId())
+	alloc := mock.Alloc(n, job, 0)
+	index := uint64(1)
+	latencies := make([]time.Duration, 0, b.N)
+	for i := 0; b.Loop(); i++ {
+		done := make(chan uint64, 1)
+		go func() {
+			resp, err := nodes.GetAllocs(context.Background(), &droverv1.GetAllocsRequest{
+				NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: index, MaxWait: int64(time.Minute)})
+			if err != nil {
+				b.Error(err)
+			}
+			done <- resp.GetIndex()
+		}()
+		waitBlockedB(b, e, 1)
+		update := alloc.CloneVT()
+		update.DesiredDescription = fmt.Sprintf("update %d", i)
+		entry := &droverv1.PlanResultEntry{Allocations: []*droverv1.Allocation{update}}
+		if _, _, err := srv.Apply(context.Background(), droverv1.MessageTypePlanResult, entry); err != nil {
+			b.Fatal(err)
+		}
+		applied := time.Now()
+		index = <-done
+		latencies = append(latencies, time.Since(applied))
+	}
+	reportLatencies(b, latencies, 0)
+}
+
+func waitBlockedB(b *testing.B, e *env, n int64) {
+	deadline := time.Now().Add(30 * time.Second)
+	for e.srv.BlockedQueries() != n {
+		if time.Now().After(deadline) {
+			b.Fatalf("blocked queries = %d, want %d", e.srv.BlockedQueries(), n)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// reportLatencies adds p50/p99 and, given the elapsed wall time, calls per
+// second to the benchmark's output.
+func reportLatencies(b *testing.B, latencies []time.Duration, elapsed time.Duration) {
+	if len(latencies) == 0 {
+		return
+	}
+	sorted := slices.Clone(latencies)
+	slices.Sort(sorted)
+	pct := func(p float64) time.Duration { return sorted[int(float64(len(sorted)-1)*p)] }
+	b.ReportMetric(float64(pct(0.50).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(pct(0.99).Microseconds()), "p99-µs")
+	if elapsed > 0 {
+		b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "calls/s")
+	}
+}

@@ -1,0 +1,144 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/droverhq/drover/fsm/state"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// jobService implements droverv1.JobService.
+type jobService struct {
+	*services
+	droverv1.UnimplementedJobServiceServer
+}
+
+// Register writes the job and a pending evaluation in one raft entry, so a
+// job is never stored without the evaluation that schedules it.
+func (s *jobService) Register(ctx context.Context, req *droverv1.RegisterJobRequest) (*droverv1.RegisterJobResponse, error) {
+	job := req.GetJob()
+	if job != nil {
+		job.ClearServerFields()
+		job.Canonicalize()
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixNano()
+	eval := newEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER, "", now)
+	index, _, err := s.backend.Apply(ctx, droverv1.MessageTypeJobRegister,
+		&droverv1.JobRegisterEntry{Job: job, Eval: eval, SubmittedAt: now})
+	if err != nil {
+		return nil, err
+	}
+	stored := s.backend.State().Snapshot().JobByID(job.GetId())
+	return &droverv1.RegisterJobResponse{
+		EvalId:         eval.GetId(),
+		JobVersion:     stored.GetVersion(),
+		JobModifyIndex: stored.GetJobModifyIndex(),
+		Index:          index,
+	}, nil
+}
+
+// Deregister marks the job stopped and writes the evaluation that stops its
+// allocations.
+func (s *jobService) Deregister(ctx context.Context, req *droverv1.DeregisterJobRequest) (*droverv1.DeregisterJobResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	job := s.backend.State().Snapshot().JobByID(req.GetJobId())
+	if job == nil {
+		return nil, fmt.Errorf("job %q: %w", req.GetJobId(), state.ErrNotFound)
+	}
+	now := time.Now().UnixNano()
+	eval := newEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER, "", now)
+	index, _, err := s.backend.Apply(ctx, droverv1.MessageTypeJobDeregister,
+		&droverv1.JobDeregisterEntry{JobId: job.GetId(), Eval: eval, DeregisteredAt: now})
+	if err != nil {
+		return nil, err
+	}
+	return &droverv1.DeregisterJobResponse{EvalId: eval.GetId(), Index: index}, nil
+}
+
+// Get returns the current version of a job.
+func (s *jobService) Get(ctx context.Context, req *droverv1.GetJobRequest) (*droverv1.GetJobResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	resp := &droverv1.GetJobResponse{}
+	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
+		resp.Job = snap.JobByID(req.GetJobId())
+		if resp.Job == nil {
+			return atLeastOne(snap.TableIndex(state.TableJobs)), nil
+		}
+		return resp.Job.GetModifyIndex(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Job == nil {
+		return nil, fmt.Errorf("job %q: %w", req.GetJobId(), state.ErrNotFound)
+	}
+	resp.Meta = meta
+	return resp, nil
+}
+
+// List returns one page of jobs in id order.
+func (s *jobService) List(ctx context.Context, req *droverv1.ListJobsRequest) (*droverv1.ListJobsResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	resp := &droverv1.ListJobsResponse{}
+	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
+		resp.Jobs, resp.NextToken = snap.ListJobs(pageOf(req.GetPage()))
+		return atLeastOne(snap.TableIndex(state.TableJobs)), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp.Meta = meta
+	return resp, nil
+}
+
+// Allocations returns one page of the job's allocations in id order.
+func (s *jobService) Allocations(ctx context.Context, req *droverv1.ListJobAllocationsRequest) (*droverv1.ListJobAllocationsResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	resp := &droverv1.ListJobAllocationsResponse{}
+	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
+		allocs, index := snap.AllocsByJob(req.GetJobId())
+		resp.Allocations, resp.NextToken = state.Paginate(slices.Values(allocs), (*droverv1.Allocation).GetId, pageOf(req.GetPage()))
+		return index, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp.Meta = meta
+	return resp, nil
+}
+
+// Evaluations returns one page of the job's evaluations in id order.
+func (s *jobService) Evaluations(ctx context.Context, req *droverv1.ListJobEvaluationsRequest) (*droverv1.ListJobEvaluationsResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	resp := &droverv1.ListJobEvaluationsResponse{}
+	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
+		var index uint64 = 1
+		evals := snap.EvalsByJob(req.GetJobId())
+		for ev := range evals {
+			index = max(index, ev.GetModifyIndex())
+		}
+		resp.Evaluations, resp.NextToken = state.Paginate(evals, (*droverv1.Evaluation).GetId, pageOf(req.GetPage()))
+		return index, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp.Meta = meta
+	return resp, nil
+}

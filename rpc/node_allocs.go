@@ -1,0 +1,158 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/droverhq/drover/fsm/state"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// UpdateAlloc records the client status of the node's allocations. Reports
+// are refused while the node is down or disconnected: the agent must
+// heartbeat first, so that a report always follows the node's return.
+// Accepted reports join the current window's raft entry and are
+// acknowledged once it is applied.
+func (s *nodeService) UpdateAlloc(ctx context.Context, req *droverv1.UpdateAllocRequest) (*droverv1.UpdateAllocResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	snap := s.backend.State().Snapshot()
+	node, err := authenticate(snap, req.GetNodeId(), req.GetSecretId())
+	if err != nil {
+		return nil, err
+	}
+	if node.GetStatus().IsUnresponsive() {
+		return nil, refusedReport(node.GetId(), node.GetStatus())
+	}
+	group, err := allocUpdates(snap, node, req.GetAllocs())
+	if err != nil {
+		return nil, err
+	}
+	g, _, err := s.reports.submit(ctx, group, len(group.GetAllocs()))
+	if err != nil {
+		return nil, err
+	}
+	res, ok := g.response.(*state.ClientUpdateResult)
+	if !ok {
+		return nil, fmt.Errorf("allocation reports at index %d: unexpected apply response %T", g.index, g.response)
+	}
+	if status, refused := res.RefusedNodes[node.GetId()]; refused {
+		return nil, refusedReport(node.GetId(), status)
+	}
+	resp := &droverv1.UpdateAllocResponse{Index: g.index}
+	if len(res.UnknownAllocs) > 0 {
+		mine := make(map[string]bool, len(group.GetAllocs()))
+		for _, u := range group.GetAllocs() {
+			mine[u.GetAllocId()] = true
+		}
+		for _, id := range res.UnknownAllocs {
+			if mine[id] {
+				resp.UnknownAllocIds = append(resp.UnknownAllocIds, id)
+			}
+		}
+	}
+	return resp, nil
+}
+
+func refusedReport(nodeID string, status droverv1.NodeStatus) error {
+	return fmt.Errorf("node %s may not report allocations while %s; heartbeat (UpdateStatus) first: %w",
+		nodeID, status, errFailedPrecondition)
+}
+
+// allocUpdates checks that every reported allocation belongs to the node
+// and builds the node's share of the batch, with the evaluations the
+// reports call for: at most one per job.
+func allocUpdates(snap *state.Snapshot, node *droverv1.Node, updates []*droverv1.AllocClientUpdate) (*droverv1.NodeAllocUpdates, error) {
+	group := &droverv1.NodeAllocUpdates{NodeId: node.GetId(), Allocs: updates}
+	evalJobs := make(map[string]struct{})
+	for _, u := range updates {
+		alloc := snap.AllocByID(u.GetAllocId())
+		if alloc == nil {
+			continue // garbage collected; the response tells the agent
+		}
+		if alloc.GetNodeId() != node.GetId() {
+			return nil, fmt.Errorf("allocation %s belongs to node %s, not %s: %w",
+				u.GetAllocId(), alloc.GetNodeId(), node.GetId(), errPermissionDenied)
+		}
+		job := snap.JobByID(alloc.GetJobId())
+		trigger, ok := reportTrigger(alloc, job, u.GetClientStatus())
+		if !ok {
+			continue
+		}
+		if _, dup := evalJobs[job.GetId()]; dup {
+			continue
+		}
+		evalJobs[job.GetId()] = struct{}{}
+		group.Evals = append(group.Evals, newEval(job, trigger, node.GetId(), 0))
+	}
+	return group, nil
+}
+
+// reportTrigger says whether an agent's report calls for scheduling, and
+// why: an allocation that was unknown (its node disconnected) is back; a
+// failed allocation may be rescheduled; a service or system allocation that
+// stopped while the servers still want it running must be replaced.
+func reportTrigger(alloc *droverv1.Allocation, job *droverv1.Job, reported droverv1.AllocClientStatus) (droverv1.EvalTrigger, bool) {
+	if job == nil || job.GetStop() {
+		return 0, false
+	}
+	switch {
+	case alloc.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
+		return droverv1.EvalTrigger_EVAL_TRIGGER_RECONNECT, true
+	case alloc.ServerTerminal() || alloc.ClientTerminal():
+		return 0, false
+	case reported == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED:
+		return droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_FAILURE, true
+	case reported == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE && job.GetType() != droverv1.JobType_JOB_TYPE_BATCH:
+		return droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP, true
+	}
+	return 0, false
+}
+
+// GetAllocs returns the node's allocations and the job versions they run.
+// With a min_index it blocks until the servers change one of the node's
+// allocations past it (agents' own reports do not count), max_wait passes,
+// or the server shuts down.
+func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequest) (*droverv1.GetAllocsResponse, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := authenticate(s.backend.State().Snapshot(), req.GetNodeId(), req.GetSecretId()); err != nil {
+		return nil, err
+	}
+	resp := &droverv1.GetAllocsResponse{}
+	_, err := s.query(ctx, &droverv1.QueryOptions{MinIndex: req.GetMinIndex(), MaxWait: req.GetMaxWait()},
+		func(snap *state.Snapshot) (uint64, error) {
+			allocs, index := snap.AllocsByNode(req.GetNodeId())
+			resp.Allocs = allocs
+			resp.Jobs = jobVersionsOf(snap, allocs)
+			resp.Index = atLeastOne(index)
+			return resp.Index, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// jobVersionsOf returns the job versions the allocations run, each once.
+func jobVersionsOf(snap *state.Snapshot, allocs []*droverv1.Allocation) []*droverv1.Job {
+	type version struct {
+		id string
+		v  uint64
+	}
+	seen := make(map[version]struct{})
+	var jobs []*droverv1.Job
+	for _, a := range allocs {
+		k := version{a.GetJobId(), a.GetJobVersion()}
+		if _, dup := seen[k]; dup {
+			continue
+		}
+		seen[k] = struct{}{}
+		if j := snap.JobVersion(k.id, k.v); j != nil {
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs
+}

@@ -1,0 +1,263 @@
+package rpc_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/droverhq/drover/internal/mock"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+func TestUpdateAllocRejections(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n, other := e.register(), e.register()
+	job := e.job(2)
+	mine := e.place(n, job, 1)[0]
+	theirs := e.place(other, job, 1)[0]
+	tests := []struct {
+		name  string
+		req   *droverv1.UpdateAllocRequest
+		code  codes.Code
+		field string
+	}{
+		{"unknown node", &droverv1.UpdateAllocRequest{NodeId: mock.ID(), SecretId: mock.ID(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: mine.GetId(), ClientStatus: running}}}, codes.NotFound, ""},
+		{"wrong secret", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: other.GetSecretId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: mine.GetId(), ClientStatus: running}}}, codes.PermissionDenied, ""},
+		{"another node's allocation", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: theirs.GetId(), ClientStatus: running}}}, codes.PermissionDenied, ""},
+		{"no allocations", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: n.GetSecretId()}, codes.InvalidArgument, "allocs"},
+		{"agent reports lost", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: mine.GetId(), ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST}}}, codes.InvalidArgument, "allocs[0].client_status"},
+		{"no status", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: mine.GetId()}}}, codes.InvalidArgument, "allocs[0].client_status"},
+		{"reported twice", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: mine.GetId(), ClientStatus: running}, {AllocId: mine.GetId(), ClientStatus: running}}}, codes.InvalidArgument, "allocs[1].alloc_id"},
+		{"bad alloc id", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: "a1", ClientStatus: running}}}, codes.InvalidArgument, "allocs[0].alloc_id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := e.latestIndex()
+			_, err := e.nodes.UpdateAlloc(e.ctx(), tt.req)
+			if tt.field != "" {
+				wantInvalid(t, err, tt.field)
+			} else {
+				wantCode(t, err, tt.code)
+			}
+			if e.latestIndex() != before {
+				t.Errorf("a refused report wrote to raft")
+			}
+		})
+	}
+	for _, status := range []droverv1.NodeStatus{down, disconnected} {
+		t.Run("node "+status.String(), func(t *testing.T) {
+			e.setStatus(n, status)
+			before := e.latestIndex()
+			_, err := e.report(n, running, mine.GetId())
+			wantCode(t, err, codes.FailedPrecondition)
+			if e.latestIndex() != before {
+				t.Errorf("a refused report wrote to raft")
+			}
+		})
+	}
+}
+
+func TestUpdateAllocRecordsReports(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.register()
+	e.heartbeat(n)
+	job := e.job(2)
+	allocs := e.place(n, job, 2)
+	gone := mock.ID()
+	resp, err := e.report(n, running, allocs[0].GetId(), gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.GetUnknownAllocIds(), []string{gone}) {
+		t.Errorf("unknown allocs = %v, want [%s]", resp.GetUnknownAllocIds(), gone)
+	}
+	snap := e.srv.State().Snapshot()
+	got := snap.AllocByID(allocs[0].GetId())
+	if got.GetClientStatus() != running || got.GetModifyIndex() != resp.GetIndex() || got.GetAllocModifyIndex() != allocs[0].GetAllocModifyIndex() {
+		t.Errorf("reported alloc: %s, modify %d (want %d), alloc modify %d (want %d)", got.GetClientStatus(),
+			got.GetModifyIndex(), resp.GetIndex(), got.GetAllocModifyIndex(), allocs[0].GetAllocModifyIndex())
+	}
+	if snap.NodeByID(n.GetId()).GetLastAllocUpdateIndex() != resp.GetIndex() {
+		t.Errorf("node's last alloc update index was not recorded")
+	}
+
+	// A failure calls for rescheduling: one evaluation for the job.
+	resp, err = e.report(n, failed, allocs[0].GetId(), allocs[1].GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evals []*droverv1.Evaluation
+	for ev := range e.srv.State().Snapshot().EvalsByJob(job.GetId()) {
+		if ev.GetCreateIndex() == resp.GetIndex() {
+			evals = append(evals, ev)
+		}
+	}
+	if len(evals) != 1 || evals[0].GetTriggeredBy() != droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_FAILURE {
+		t.Errorf("evals written with the failure report: %v, want one alloc-failure eval", evals)
+	}
+}
+
+// TestUpdateAllocBatchesReports checks that reports arriving together from
+// many agents share one raft entry.
+func TestUpdateAllocBatchesReports(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	job := e.job(1)
+	const agents = 20
+	type agent struct {
+		node  *droverv1.Node
+		alloc *droverv1.Allocation
+	}
+	var as []agent
+	for range agents {
+		n := e.register()
+		as = append(as, agent{n, e.place(n, job, 1)[0]})
+	}
+	before := e.latestIndex()
+	indexes := make([]uint64, agents)
+	var wg sync.WaitGroup
+	for i, a := range as {
+		wg.Go(func() {
+			resp, err := e.report(a.node, running, a.alloc.GetId())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			indexes[i] = resp.GetIndex()
+		})
+	}
+	wg.Wait()
+	entries := e.latestIndex() - before
+	// The window is 50ms; on a slow machine the calls may straddle two.
+	if entries > 2 {
+		t.Errorf("%d reports took %d raft entries, want them batched into one or two", agents, entries)
+	}
+	for i, idx := range indexes {
+		if idx <= before || idx > e.latestIndex() {
+			t.Errorf("report %d acknowledged at index %d, outside (%d, %d]", i, idx, before, e.latestIndex())
+		}
+	}
+}
+
+func TestGetAllocsRejections(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.register()
+	tests := []struct {
+		name  string
+		req   *droverv1.GetAllocsRequest
+		code  codes.Code
+		field string
+	}{
+		{"unknown node", &droverv1.GetAllocsRequest{NodeId: mock.ID(), SecretId: mock.ID()}, codes.NotFound, ""},
+		{"wrong secret", &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: mock.ID()}, codes.PermissionDenied, ""},
+		{"bad node id", &droverv1.GetAllocsRequest{NodeId: "n", SecretId: n.GetSecretId()}, codes.InvalidArgument, "node_id"},
+		{"no secret", &droverv1.GetAllocsRequest{NodeId: n.GetId()}, codes.InvalidArgument, "secret_id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.nodes.GetAllocs(e.ctx(), tt.req)
+			if tt.field != "" {
+				wantInvalid(t, err, tt.field)
+			} else {
+				wantCode(t, err, tt.code)
+			}
+		})
+	}
+}
+
+func TestGetAllocsReturnsAllocsAndJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.register()
+	job := e.job(3)
+	placed := e.place(n, job, 3)
+	resp, err := e.nodes.GetAllocs(e.ctx(), &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetAllocs()) != 3 || resp.GetIndex() != placed[0].GetAllocModifyIndex() {
+		t.Errorf("%d allocs at index %d, want 3 at %d", len(resp.GetAllocs()), resp.GetIndex(), placed[0].GetAllocModifyIndex())
+	}
+	if len(resp.GetJobs()) != 1 || resp.GetJobs()[0].GetId() != job.GetId() || resp.GetJobs()[0].GetVersion() != job.GetVersion() {
+		t.Errorf("jobs = %v, want the one job version the allocations run", resp.GetJobs())
+	}
+}
+
+// TestGetAllocsBlocks checks the long poll: it waits out max_wait when
+// nothing of its node changes, ignores changes elsewhere and the agent's own
+// reports, and returns as soon as the servers change its allocations.
+func TestGetAllocsBlocks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n, other := e.register(), e.register()
+	job := e.job(4)
+	mine := e.place(n, job, 1)[0]
+	start := mine.GetAllocModifyIndex()
+
+	t.Run("times out unchanged", func(t *testing.T) {
+		began := time.Now()
+		resp, err := e.nodes.GetAllocs(e.ctx(), &droverv1.GetAllocsRequest{
+			NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: start, MaxWait: int64(300 * time.Millisecond),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetIndex() != start {
+			t.Errorf("index %d, want unchanged %d", resp.GetIndex(), start)
+		}
+		if waited := time.Since(began); waited < 300*time.Millisecond {
+			t.Errorf("returned after %s, before max_wait", waited)
+		}
+	})
+
+	t.Run("wakes for its own node only", func(t *testing.T) {
+		done := make(chan *droverv1.GetAllocsResponse, 1)
+		go func() {
+			resp, err := e.nodes.GetAllocs(e.ctx(), &droverv1.GetAllocsRequest{
+				NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: start, MaxWait: int64(time.Minute),
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- resp
+		}()
+		waitBlocked(t, e, 1)
+		e.place(other, job, 1)
+		if _, err := e.report(n, running, mine.GetId()); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.srv.BlockedQueries(); got != 1 {
+			t.Fatalf("blocked queries = %d after unrelated writes, want 1", got)
+		}
+		again := e.place(n, job, 1)[0]
+		resp := <-done
+		if resp.GetIndex() != again.GetAllocModifyIndex() || len(resp.GetAllocs()) != 2 {
+			t.Errorf("woke with %d allocs at %d, want 2 at %d", len(resp.GetAllocs()), resp.GetIndex(), again.GetAllocModifyIndex())
+		}
+	})
+}
+
+// waitBlocked waits until n blocking queries are parked on the server.
+func waitBlocked(t *testing.T, e *env, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.srv.BlockedQueries() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("blocked queries = %d, want %d: %v", e.srv.BlockedQueries(), n, errTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

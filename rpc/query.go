@@ -1,0 +1,70 @@
+package rpc
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/droverhq/drover/fsm/state"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// Bounds of blocking queries. A wait is cut to maxBlockingWait and then
+// lengthened by a random share of up to 1/blockingJitterFraction, so that
+// agents that started together do not all come back in the same instant.
+const (
+	maxBlockingWait        = 5 * time.Minute
+	blockingJitterFraction = 16
+)
+
+// blockingWait clamps a requested wait in nanoseconds and adds jitter.
+func blockingWait(requested int64) time.Duration {
+	wait := time.Duration(requested)
+	if wait <= 0 || wait > maxBlockingWait {
+		wait = maxBlockingWait
+	}
+	return wait + time.Duration(rand.Int64N(int64(wait)/blockingJitterFraction+1))
+}
+
+// blockingContext ends after the query's wait, when the caller goes away, or
+// when the server starts shutting down, so that a long poll never holds up
+// shutdown.
+func (s *services) blockingContext(ctx context.Context, maxWait int64) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, blockingWait(maxWait))
+	stop := context.AfterFunc(s.shutdown, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// query runs a read, as a blocking query when opts asks for one, and
+// describes the state it was answered from.
+func (s *services) query(ctx context.Context, opts *droverv1.QueryOptions, run func(*state.Snapshot) (uint64, error)) (*droverv1.QueryMeta, error) {
+	ctx, cancel := s.blockingContext(ctx, opts.GetMaxWait())
+	defer cancel()
+	if opts.GetMinIndex() > 0 {
+		s.blocked.Add(1)
+		defer s.blocked.Add(-1)
+	}
+	index, err := s.backend.State().BlockingQuery(ctx, opts.GetMinIndex(), run)
+	if err != nil {
+		return nil, err
+	}
+	return &droverv1.QueryMeta{Index: index, KnownLeader: s.backend.KnownLeader()}, nil
+}
+
+// pageOf converts the API's page options; a zero size means the default.
+func pageOf(p *droverv1.PageOptions) state.Page {
+	size := int(p.GetPageSize())
+	if size == 0 {
+		size = droverv1.DefaultPageSize
+	}
+	return state.Page{Prefix: p.GetPrefix(), Size: size, After: p.GetNextToken()}
+}
+
+// atLeastOne keeps a result index from being zero, which would make the
+// caller's next blocking query return at once.
+func atLeastOne(index uint64) uint64 {
+	return max(index, 1)
+}

@@ -1,0 +1,174 @@
+package rpc
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// Config tunes the gRPC server. Zero values mean the defaults in
+// parentheses.
+type Config struct {
+	Logger *slog.Logger
+	// UpdateAllocBatchInterval is how long agents' allocation reports are
+	// collected into one raft entry (50ms).
+	UpdateAllocBatchInterval time.Duration
+	// MaxRecvMsgSize bounds a request (16 MiB).
+	MaxRecvMsgSize int
+	// MaxConcurrentStreams bounds the calls in flight on one connection;
+	// every blocked GetAllocs holds one (4096).
+	MaxConcurrentStreams uint32
+}
+
+const (
+	defaultBatchInterval        = 50 * time.Millisecond
+	defaultMaxRecvMsgSize       = 16 << 20
+	defaultMaxSendMsgSize       = 64 << 20
+	defaultMaxConcurrentStreams = 4096
+)
+
+// serviceNames are the drover services whose health the server reports.
+var serviceNames = []string{
+	droverv1.NodeService_ServiceDesc.ServiceName,
+	droverv1.JobService_ServiceDesc.ServiceName,
+	droverv1.AllocService_ServiceDesc.ServiceName,
+	droverv1.EvalService_ServiceDesc.ServiceName,
+	droverv1.EventService_ServiceDesc.ServiceName,
+}
+
+// Server is the gRPC server of one drover server: the drover services,
+// grpc.health.v1 and server reflection on one listener.
+type Server struct {
+	grpc     *grpc.Server
+	health   *health.Server
+	services *services
+	cancel   context.CancelFunc
+}
+
+// services holds what every service implementation shares.
+type services struct {
+	backend       Backend
+	logger        *slog.Logger
+	reports       *committer[*droverv1.NodeAllocUpdates]
+	registrations *committer[*droverv1.Node]
+	shutdown      context.Context
+	// blocked counts blocking queries waiting for a change.
+	blocked atomic.Int64
+}
+
+// NewServer builds the gRPC server with every service registered. Health
+// starts NOT_SERVING for the drover services until SetServing(true).
+func NewServer(b Backend, cfg Config) *Server {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	shutdown, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-b.ShutdownCh():
+		case <-shutdown.Done():
+		}
+		cancel()
+	}()
+	svc := &services{backend: b, logger: logger, shutdown: shutdown}
+	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
+	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		logger.Error("panic in RPC handler", "panic", p)
+		return status.Errorf(codes.Internal, "internal error: %v", p)
+	})
+	gs := grpc.NewServer(
+		grpc.ForceServerCodecV2(Codec{}),
+		grpc.MaxRecvMsgSize(orDefault(cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)),
+		grpc.MaxSendMsgSize(defaultMaxSendMsgSize),
+		grpc.MaxConcurrentStreams(orDefault(cfg.MaxConcurrentStreams, defaultMaxConcurrentStreams)),
+		// Agents hold connections for hours: probe idle ones so a vanished
+		// agent's connection is closed, and allow agents' own pings.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors),
+	)
+	droverv1.RegisterNodeServiceServer(gs, &nodeService{services: svc})
+	droverv1.RegisterJobServiceServer(gs, &jobService{services: svc})
+	droverv1.RegisterAllocServiceServer(gs, &allocService{services: svc})
+	droverv1.RegisterEvalServiceServer(gs, &evalService{services: svc})
+	droverv1.RegisterEventServiceServer(gs, &eventService{services: svc})
+
+	hs := health.NewServer()
+	for _, name := range serviceNames {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return &Server{grpc: gs, health: hs, services: svc, cancel: cancel}
+}
+
+// Serve accepts connections on l until Stop.
+func (s *Server) Serve(l net.Listener) error { return s.grpc.Serve(l) }
+
+// SetServing reports the drover services as serving or not in
+// grpc.health.v1; the server calls it as it gains and loses a known leader
+// with caught-up state.
+func (s *Server) SetServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, name := range serviceNames {
+		s.health.SetServingStatus(name, st)
+	}
+}
+
+// BlockedQueries is the number of blocking queries (GetAllocs long polls
+// included) currently waiting for a change.
+func (s *Server) BlockedQueries() int64 { return s.services.blocked.Load() }
+
+// Stop reports NOT_SERVING for everything, ends blocking queries and
+// streams, and waits for calls in flight until ctx ends; then it closes
+// every connection.
+func (s *Server) Stop(ctx context.Context) {
+	s.health.Shutdown()
+	s.cancel()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+}
+
+func (s *services) unaryErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	return resp, toStatus(err, s.logger)
+}
+
+func (s *services) streamErrors(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return toStatus(handler(srv, ss), s.logger)
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,50 @@
+package rpc
+
+import (
+	"context"
+	"time"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// Bounds on shared entries: reports of at most maxReportAllocs allocations
+// and at most maxRegistrations nodes go into one raft entry.
+const (
+	maxReportAllocs  = 5000
+	maxRegistrations = 512
+)
+
+func (s *services) newCommitters(reportWindow time.Duration) {
+	s.reports = &committer[*droverv1.NodeAllocUpdates]{
+		window: reportWindow, maxWeight: maxReportAllocs, write: s.writeReports,
+	}
+	s.registrations = &committer[*droverv1.Node]{
+		maxWeight: maxRegistrations, write: s.writeRegistrations,
+	}
+}
+
+// writeReports writes agents' allocation reports as one entry.
+func (s *services) writeReports(groups []*droverv1.NodeAllocUpdates) (uint64, any, error) {
+	now := time.Now().UnixNano()
+	for _, g := range groups {
+		for _, ev := range g.GetEvals() {
+			ev.CreateTime, ev.ModifyTime = now, now
+		}
+	}
+	index, resp, err := s.backend.Apply(context.Background(), droverv1.MessageTypeAllocClientUpdate,
+		&droverv1.AllocClientUpdateEntry{Nodes: groups, UpdatedAt: now})
+	if err != nil {
+		s.logger.Warn("writing allocation reports failed", "nodes", len(groups), "err", err)
+	}
+	return index, resp, err
+}
+
+// writeRegistrations writes node registrations as one entry.
+func (s *services) writeRegistrations(nodes []*droverv1.Node) (uint64, any, error) {
+	index, resp, err := s.backend.Apply(context.Background(), droverv1.MessageTypeNodeRegister,
+		&droverv1.NodeRegisterEntry{Nodes: nodes, RegisteredAt: time.Now().UnixNano()})
+	if err != nil {
+		s.logger.Warn("writing node registrations failed", "nodes", len(nodes), "err", err)
+	}
+	return index, resp, err
+}

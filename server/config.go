@@ -1,0 +1,104 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/droverhq/drover/server/heartbeat"
+)
+
+// Config configures one drover server.
+type Config struct {
+	// ServerID is the server's raft id. Empty means the id stored in the
+	// data dir, or a new random one stored there on first start.
+	ServerID string
+	// DataDir holds the raft log, snapshots and the server id. Required
+	// unless Dev is set.
+	DataDir string
+	// Dev runs a throwaway single server: data in a temporary directory
+	// removed on shutdown, bootstrapped at once.
+	Dev bool
+	// Bootstrap makes a server with no raft state bootstrap a cluster of
+	// just itself. A server with state never bootstraps again.
+	Bootstrap bool
+	// RPCAddr is the gRPC listen address (127.0.0.1:4650); port 0 picks a
+	// free port.
+	RPCAddr string
+	// RaftAddr is the raft transport's listen address (127.0.0.1:4651).
+	RaftAddr string
+	// AdvertiseHost is the host other servers and agents reach this server
+	// on, required when the listen addresses bind all interfaces.
+	AdvertiseHost string
+	// InfoFile, if set, is written (atomically, as JSON) with the server id
+	// and the bound addresses once the server is serving.
+	InfoFile string
+
+	Logger *slog.Logger
+
+	// Heartbeat is the heartbeat policy handed to nodes.
+	Heartbeat heartbeat.Config
+	// ApplyTimeout bounds how long a write waits to enter the raft log (30s).
+	ApplyTimeout time.Duration
+	// UpdateAllocBatchInterval is the window in which agents' allocation
+	// reports share one raft entry (50ms).
+	UpdateAllocBatchInterval time.Duration
+	// EventBufferSize is how many events the event stream keeps for
+	// subscribers that start from an earlier index (16384).
+	EventBufferSize int
+	// Raft snapshots: entries between snapshots (8192), how often to check
+	// (2m) and how many entries to keep after one (10240).
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// ShutdownTimeout bounds how long calls in flight may take to finish
+	// when the server stops (10s).
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the configuration of a server on loopback with the
+// defaults of DESIGN.md section 10.
+func DefaultConfig() Config {
+	return Config{
+		RPCAddr:                  "127.0.0.1:4650",
+		RaftAddr:                 "127.0.0.1:4651",
+		Heartbeat:                heartbeat.DefaultConfig(),
+		ApplyTimeout:             30 * time.Second,
+		UpdateAllocBatchInterval: 50 * time.Millisecond,
+		EventBufferSize:          16384,
+		SnapshotThreshold:        8192,
+		SnapshotInterval:         2 * time.Minute,
+		TrailingLogs:             10240,
+		ShutdownTimeout:          10 * time.Second,
+	}
+}
+
+// Validate reports every problem with the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" && !c.Dev {
+		errs = append(errs, errors.New("data dir: required unless in dev mode"))
+	}
+	for name, addr := range map[string]string{"rpc addr": c.RPCAddr, "raft addr": c.RaftAddr} {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", name, addr, err))
+			continue
+		}
+		if ip := net.ParseIP(host); (host == "" || ip != nil && ip.IsUnspecified()) && c.AdvertiseHost == "" {
+			errs = append(errs, fmt.Errorf("%s %q binds all interfaces: set the advertise host", name, addr))
+		}
+	}
+	if c.Heartbeat.MinTTL <= 0 {
+		errs = append(errs, errors.New("heartbeat min TTL: must be positive"))
+	}
+	if c.ApplyTimeout <= 0 {
+		errs = append(errs, errors.New("apply timeout: must be positive"))
+	}
+	if c.UpdateAllocBatchInterval <= 0 {
+		errs = append(errs, errors.New("update alloc batch interval: must be positive"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,344 @@
+// Package raftnode owns the raft plumbing of one drover server: the bolt log
+// and stable store, the file snapshot store, the TCP transport and the
+// *raft.Raft built on them. The rest of the server sees only *raft.Raft and
+// leadership notifications.
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+const (
+	defaultSnapshotThreshold = 8192
+	defaultSnapshotInterval  = 2 * time.Minute
+	defaultTrailingLogs      = 10240
+	defaultMaxAppendEntries  = 256
+
+	logCacheSize      = 512 // recent entries kept in memory so replication rarely reads bolt
+	snapshotsRetained = 2
+	transportMaxPool  = 3
+	transportTimeout  = 10 * time.Second
+	// notifyBuffer absorbs leadership flaps: raft blocks its leader loop on a
+	// full NotifyCh (raft.go runLeader), and raft.LeaderCh coalesces values so
+	// a consumer can miss a lost-then-regained transition.
+	notifyBuffer = 16
+	// boltOpenTimeout bounds the wait for bolt's file lock; bolt's default is
+	// to wait forever, which would hang a second server pointed at the same
+	// data dir instead of failing it.
+	boltOpenTimeout = time.Second
+)
+
+// Config describes one server's raft node.
+type Config struct {
+	// ServerID is the raft server id; it must be stable across restarts.
+	ServerID string
+	// DataDir holds raft state in DataDir/raft: raft.db for the log and stable
+	// store and snapshots/ for the file snapshot store.
+	DataDir string
+	// BindAddr is the host:port the raft transport listens on; port 0 picks a
+	// free port.
+	BindAddr string
+	// AdvertiseAddr is the host:port other servers reach this one on (port 0
+	// means the bound port; a host name is resolved once, in New). Empty means
+	// the bound address, which is an error when BindAddr's host is unspecified
+	// (e.g. 0.0.0.0).
+	AdvertiseAddr string
+	// FSM is the replicated state machine.
+	FSM raft.FSM
+	// Logger receives raft's own logs through NewHCLogger; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Bootstrap bootstraps a single-server cluster of just this server when
+	// there is no existing raft state. Existing state is never re-bootstrapped.
+	Bootstrap bool
+
+	// SnapshotThreshold is the number of entries between snapshots (8192).
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often raft checks whether to snapshot (2m).
+	SnapshotInterval time.Duration
+	// TrailingLogs is the number of log entries kept after a snapshot (10240).
+	TrailingLogs uint64
+	// MaxAppendEntries bounds entries per AppendEntries RPC and how many
+	// concurrent Apply calls are grouped into one disk write (256, max 1024).
+	MaxAppendEntries int
+}
+
+// Node is one server's raft instance together with the stores and transport
+// it owns.
+type Node struct {
+	id     string
+	raft   *raft.Raft
+	trans  *raft.NetworkTransport
+	store  *raftboltdb.BoltStore
+	dbPath string
+	notify chan bool
+	addr   raft.ServerAddress
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New opens the stores and transport, bootstraps a single-server cluster if
+// cfg.Bootstrap is set and there is no raft state, and starts raft. On error
+// everything opened so far is closed again.
+func New(cfg Config) (*Node, error) {
+	switch {
+	case cfg.ServerID == "":
+		return nil, errors.New("raftnode: ServerID is required")
+	case cfg.DataDir == "":
+		return nil, fmt.Errorf("raftnode %s: DataDir is required", cfg.ServerID)
+	case cfg.FSM == nil:
+		return nil, fmt.Errorf("raftnode %s: FSM is required", cfg.ServerID)
+	}
+	logger := NewHCLogger(cfg.Logger, "raft")
+	notify := make(chan bool, notifyBuffer)
+	rc := raftConfig(cfg, logger, notify)
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("raftnode %s: invalid raft config: %w", cfg.ServerID, err)
+	}
+	addrs, err := planTransport(cfg.BindAddr, cfg.AdvertiseAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode %s: %w", cfg.ServerID, err)
+	}
+
+	dir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftnode %s: create raft dir %s: %w", cfg.ServerID, dir, err)
+	}
+
+	// Undo in reverse order on failure: bolt holds a file lock and the
+	// transport a listener plus its accept goroutine.
+	var cleanups []func() error
+	started := false
+	defer func() {
+		if !started {
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				_ = cleanups[i]()
+			}
+		}
+	}()
+
+	dbPath := filepath.Join(dir, "raft.db")
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path: dbPath,
+		BoltOptions: &bbolt.Options{
+			Timeout:      boltOpenTimeout,
+			FreelistType: bbolt.FreelistArrayType, // bolt's default; non-nil options don't inherit it
+		},
+		NoSync: false, // every StoreLogs batch is fsynced: raft's durability depends on it
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftnode %s: open bolt store %s (is another server using this data dir?): %w", cfg.ServerID, dbPath, err)
+	}
+	cleanups = append(cleanups, store.Close)
+
+	logs, err := raft.NewLogCache(logCacheSize, store)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode %s: log cache: %w", cfg.ServerID, err)
+	}
+	// The file snapshot store appends "snapshots" to the directory itself.
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, logger.Named("snapshot"))
+	if err != nil {
+		return nil, fmt.Errorf("raftnode %s: open snapshot store in %s: %w", cfg.ServerID, dir, err)
+	}
+
+	trans, err := newTransport(addrs, logger.Named("net"))
+	if err != nil {
+		return nil, fmt.Errorf("raftnode %s: raft transport on %s: %w", cfg.ServerID, cfg.BindAddr, err)
+	}
+	cleanups = append(cleanups, trans.Close)
+	addr := trans.LocalAddr()
+
+	hasState, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode %s: check existing raft state in %s: %w", cfg.ServerID, dir, err)
+	}
+	if !hasState && cfg.Bootstrap {
+		conf := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter,
+			ID:       rc.LocalID,
+			Address:  addr,
+		}}}
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
+			return nil, fmt.Errorf("raftnode %s: bootstrap at %s: %w", cfg.ServerID, addr, err)
+		}
+	}
+
+	// NewRaft restores the newest snapshot into the FSM synchronously. Log
+	// entries after it are re-applied only once they are known committed
+	// again (commit index is not persisted): for a lone server, after it wins
+	// the election and commits its first entry of the new term.
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode %s: start raft in %s: %w", cfg.ServerID, dir, err)
+	}
+	started = true
+	return &Node{
+		id:     cfg.ServerID,
+		raft:   r,
+		trans:  trans,
+		store:  store,
+		dbPath: dbPath,
+		notify: notify,
+		addr:   addr,
+	}, nil
+}
+
+// raftConfig is raft.DefaultConfig (keeping its 1s heartbeat/election and
+// 500ms lease timeouts) with this node's identity, logging and tuning.
+func raftConfig(cfg Config, logger hclog.Logger, notify chan<- bool) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ServerID)
+	rc.Logger = logger
+	rc.NotifyCh = notify
+	rc.SnapshotThreshold = orDefault(cfg.SnapshotThreshold, defaultSnapshotThreshold)
+	rc.SnapshotInterval = orDefault(cfg.SnapshotInterval, defaultSnapshotInterval)
+	rc.TrailingLogs = orDefault(cfg.TrailingLogs, defaultTrailingLogs)
+	rc.MaxAppendEntries = orDefault(cfg.MaxAppendEntries, defaultMaxAppendEntries)
+	// Group commit. The leader loop (raft.go leaderLoop, "case newLog :=
+	// <-r.applyCh") takes one Apply, then drains applyCh without blocking for
+	// up to MaxAppendEntries more, and dispatchLogs writes the whole batch
+	// with a single StoreLogs call: one bolt transaction, one fsync. With
+	// BatchApplyCh, applyCh has a buffer of MaxAppendEntries, so Apply calls
+	// made while the leader loop is busy with the previous fsync are queued
+	// and return their future at once instead of each blocking on a channel
+	// handoff; the next drain picks all of them up as one batch. The price
+	// (config.go, BatchApplyCh): Apply's timeout only bounds enqueueing, so an
+	// entry may wait in the buffer past it.
+	rc.BatchApplyCh = true
+	return rc
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// transportPlan is what newTransport needs, worked out before anything is
+// opened so address errors need no cleanup.
+type transportPlan struct {
+	bind string
+	// advertise is nil to advertise the listener's own address.
+	advertise *net.TCPAddr
+	// advertiseBoundPort: advertise.Port must come from the listener, because
+	// both BindAddr and AdvertiseAddr have port 0.
+	advertiseBoundPort bool
+}
+
+func planTransport(bindAddr, advertiseAddr string) (transportPlan, error) {
+	bindHost, bindPortStr, err := net.SplitHostPort(bindAddr)
+	if err != nil {
+		return transportPlan{}, fmt.Errorf("invalid BindAddr %q: %w", bindAddr, err)
+	}
+	bindPort, err := net.LookupPort("tcp", bindPortStr)
+	if err != nil {
+		return transportPlan{}, fmt.Errorf("invalid BindAddr %q: %w", bindAddr, err)
+	}
+	if advertiseAddr == "" {
+		// raft would also refuse this (tcp_transport.go, errNotAdvertisable),
+		// but only after binding and without saying which setting to fix.
+		if ip := net.ParseIP(bindHost); bindHost == "" || (ip != nil && ip.IsUnspecified()) {
+			return transportPlan{}, fmt.Errorf("BindAddr %q has an unspecified host: set AdvertiseAddr", bindAddr)
+		}
+		return transportPlan{bind: bindAddr}, nil
+	}
+	adv, err := net.ResolveTCPAddr("tcp", advertiseAddr)
+	if err != nil {
+		return transportPlan{}, fmt.Errorf("invalid AdvertiseAddr %q: %w", advertiseAddr, err)
+	}
+	if adv.IP == nil || adv.IP.IsUnspecified() {
+		return transportPlan{}, fmt.Errorf("AdvertiseAddr %q is not advertisable: it needs a specific host", advertiseAddr)
+	}
+	if adv.Port == 0 {
+		adv.Port = bindPort
+	}
+	return transportPlan{bind: bindAddr, advertise: adv, advertiseBoundPort: adv.Port == 0}, nil
+}
+
+// newTransport opens the raft TCP transport. raft's TCP transport advertises
+// the listener's address when given a nil advertise address, which covers a
+// port-0 BindAddr, and any fixed advertise port is known up front. Only an
+// advertise host with port 0 on a port-0 bind needs the port before raft has
+// listened; there we listen ourselves rather than listen, close and re-bind,
+// which would race for the port.
+func newTransport(p transportPlan, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	if !p.advertiseBoundPort {
+		var adv net.Addr // stays a nil interface: a typed nil *net.TCPAddr would make raft dereference it
+		if p.advertise != nil {
+			adv = p.advertise
+		}
+		return raft.NewTCPTransportWithLogger(p.bind, adv, transportMaxPool, transportTimeout, logger)
+	}
+	ln, err := net.Listen("tcp", p.bind)
+	if err != nil {
+		return nil, err
+	}
+	adv := *p.advertise
+	adv.Port = ln.Addr().(*net.TCPAddr).Port
+	return raft.NewNetworkTransportWithLogger(&tcpStreamLayer{Listener: ln, advertise: &adv},
+		transportMaxPool, transportTimeout, logger), nil
+}
+
+// tcpStreamLayer is raft.TCPStreamLayer over a listener we opened ourselves
+// (raft's has unexported fields and always listens itself).
+type tcpStreamLayer struct {
+	net.Listener
+	advertise net.Addr
+}
+
+func (t *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+func (t *tcpStreamLayer) Addr() net.Addr { return t.advertise }
+
+// Raft returns the raft instance.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// LeaderNotify delivers leadership transitions of this server: true when it
+// became leader, false when it stopped being leader. It is raft's NotifyCh with
+// a buffer; raft blocks its leader loop when the buffer is full, so it must be
+// drained continuously. It is not closed by Shutdown.
+func (n *Node) LeaderNotify() <-chan bool { return n.notify }
+
+// Addr returns the advertised transport address, with the real port when
+// BindAddr used port 0.
+func (n *Node) Addr() raft.ServerAddress { return n.addr }
+
+// Shutdown stops raft, then closes the transport and the bolt store, releasing
+// its file lock. It is idempotent: later calls return the first call's result.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		var errs []error
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown raft: %w", err))
+		}
+		// raft's shutdown future already closes the transport (future.go
+		// shutdownFuture.Error); Close is idempotent and this does not rely on it.
+		if err := n.trans.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close transport %s: %w", n.addr, err))
+		}
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close bolt store %s: %w", n.dbPath, err))
+		}
+		if err := errors.Join(errs...); err != nil {
+			n.shutdownErr = fmt.Errorf("raftnode %s: %w", n.id, err)
+		}
+	})
+	return n.shutdownErr
+}

@@ -1,0 +1,324 @@
+// Package server assembles one drover server: the state store and FSM, raft,
+// the gRPC services, and the duties of the leader.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+
+	"github.com/droverhq/drover/fsm"
+	"github.com/droverhq/drover/fsm/events"
+	"github.com/droverhq/drover/fsm/state"
+	"github.com/droverhq/drover/rpc"
+	"github.com/droverhq/drover/server/raftnode"
+)
+
+// barrierTimeout bounds the wait of a new leader for its state to catch up
+// with every entry committed before it took over.
+const barrierTimeout = time.Minute
+
+// Server is one running drover server.
+type Server struct {
+	cfg     Config
+	logger  *slog.Logger
+	id      string
+	dataDir string
+
+	state    *state.StateStore
+	events   *events.Broker
+	raft     *raftnode.Node
+	rpc      *rpc.Server
+	listener net.Listener
+	rpcAddr  string
+
+	// established is set while this server is leader and has applied every
+	// entry committed before it became leader.
+	established atomic.Bool
+
+	shutdownCh   chan struct{}
+	shutdownOnce sync.Once
+	shutdownErr  error
+	wg           sync.WaitGroup
+}
+
+// New starts a server: it opens the data dir, restores the state from raft,
+// and starts serving gRPC. Stop it with Shutdown.
+func New(cfg Config) (s *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid server configuration: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s = &Server{cfg: cfg, logger: logger, shutdownCh: make(chan struct{})}
+	// Undo what was started if a later step fails.
+	var cleanups []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				cleanups[i]()
+			}
+		}
+	}()
+
+	if s.dataDir, err = openDataDir(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Dev {
+		cleanups = append(cleanups, func() { _ = os.RemoveAll(s.dataDir) })
+	}
+	if s.id, err = serverID(s.dataDir, cfg.ServerID); err != nil {
+		return nil, err
+	}
+	s.logger = logger.With("server", s.id)
+	if s.state, err = state.NewStateStore(); err != nil {
+		return nil, err
+	}
+	s.events = events.NewBroker(events.Config{MaxEvents: cfg.EventBufferSize})
+	cleanups = append(cleanups, s.events.Close)
+
+	if s.listener, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
+		return nil, fmt.Errorf("listen for gRPC on %s: %w", cfg.RPCAddr, err)
+	}
+	cleanups = append(cleanups, func() { _ = s.listener.Close() })
+	s.rpcAddr = advertised(s.listener.Addr().String(), cfg.AdvertiseHost)
+
+	raftAdvertise := ""
+	if cfg.AdvertiseHost != "" {
+		raftAdvertise = net.JoinHostPort(cfg.AdvertiseHost, "0")
+	}
+	s.raft, err = raftnode.New(raftnode.Config{
+		ServerID:          s.id,
+		DataDir:           s.dataDir,
+		BindAddr:          cfg.RaftAddr,
+		AdvertiseAddr:     raftAdvertise,
+		FSM:               fsm.New(s.state, s.events, s.logger.With("component", "fsm")),
+		Logger:            s.logger,
+		Bootstrap:         cfg.Bootstrap || cfg.Dev,
+		SnapshotThreshold: cfg.SnapshotThreshold,
+		SnapshotInterval:  cfg.SnapshotInterval,
+		TrailingLogs:      cfg.TrailingLogs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { _ = s.raft.Shutdown() })
+
+	s.rpc = rpc.NewServer(s, rpc.Config{
+		Logger:                   s.logger.With("component", "rpc"),
+		UpdateAllocBatchInterval: cfg.UpdateAllocBatchInterval,
+	})
+	s.start()
+	if err := s.writeInfoFile(); err != nil {
+		_ = s.Shutdown(context.Background())
+		return nil, err
+	}
+	s.logger.Info("drover server started", "rpc", s.rpcAddr, "raft", s.raft.Addr(), "data_dir", s.dataDir, "dev", cfg.Dev)
+	return s, nil
+}
+
+// start runs the gRPC server and the leadership monitor.
+func (s *Server) start() {
+	observations := make(chan raft.Observation, 16)
+	s.raft.Raft().RegisterObserver(raft.NewObserver(observations, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.rpc.Serve(s.listener); err != nil {
+			s.logger.Error("gRPC server stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.monitorLeadership(observations)
+	}()
+}
+
+// monitorLeadership follows this server's leadership and the cluster's
+// leader, and keeps health checks in step with them.
+func (s *Server) monitorLeadership(observations <-chan raft.Observation) {
+	for {
+		select {
+		case isLeader := <-s.raft.LeaderNotify():
+			if isLeader {
+				s.establishLeadership()
+			} else {
+				s.established.Store(false)
+				s.logger.Info("lost leadership")
+			}
+		case <-observations:
+		case <-s.shutdownCh:
+			return
+		}
+		s.updateHealth()
+	}
+}
+
+// establishLeadership waits until this new leader has applied everything
+// committed before it took over, so that it answers from complete state.
+func (s *Server) establishLeadership() {
+	if err := s.raft.Raft().Barrier(barrierTimeout).Error(); err != nil {
+		s.logger.Error("new leader could not catch up with the log; not serving", "err", err)
+		return
+	}
+	s.established.Store(true)
+	s.logger.Info("established leadership", "index", s.state.LatestIndex())
+}
+
+// updateHealth reports the drover services serving while a leader is known
+// and, on the leader, once it has caught up.
+func (s *Server) updateHealth() {
+	isLeader := s.raft.Raft().State() == raft.Leader
+	s.rpc.SetServing(s.KnownLeader() && (!isLeader || s.established.Load()))
+}
+
+// Shutdown stops the server: health turns NOT_SERVING, blocking queries and
+// streams return, calls in flight get until ctx ends (or ShutdownTimeout)
+// to finish, then raft shuts down and releases the data dir. A dev server's
+// data dir is removed. Shutdown is idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		s.logger.Info("shutting down")
+		close(s.shutdownCh)
+		timeout := s.cfg.ShutdownTimeout
+		if timeout <= 0 {
+			timeout = DefaultConfig().ShutdownTimeout
+		}
+		stopCtx, cancel := context.WithTimeout(ctx, timeout)
+		s.rpc.Stop(stopCtx)
+		cancel()
+		var errs []error
+		if err := s.raft.Shutdown(); err != nil {
+			errs = append(errs, err)
+		}
+		s.events.Close()
+		s.wg.Wait()
+		if s.cfg.Dev {
+			if err := os.RemoveAll(s.dataDir); err != nil {
+				errs = append(errs, fmt.Errorf("remove dev data dir %s: %w", s.dataDir, err))
+			}
+		}
+		s.shutdownErr = errors.Join(errs...)
+		s.logger.Info("shut down")
+	})
+	return s.shutdownErr
+}
+
+// ID is the server's raft id.
+func (s *Server) ID() string { return s.id }
+
+// RPCAddr is the advertised gRPC address.
+func (s *Server) RPCAddr() string { return s.rpcAddr }
+
+// RaftAddr is the advertised raft address.
+func (s *Server) RaftAddr() string { return string(s.raft.Addr()) }
+
+// openDataDir returns the data dir, creating it (or a temporary one in dev
+// mode) with owner-only permissions.
+func openDataDir(cfg Config) (string, error) {
+	if cfg.Dev && cfg.DataDir == "" {
+		dir, err := os.MkdirTemp("", "drover-dev-")
+		if err != nil {
+			return "", fmt.Errorf("create dev data dir: %w", err)
+		}
+		return dir, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return "", fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
+	}
+	return cfg.DataDir, nil
+}
+
+// serverID returns the id stored in the data dir, storing want (or a new
+// random id) there on first start. A data dir belongs to one server: asking
+// for another id is an error rather than a second raft identity on the
+// same log.
+func serverID(dataDir, want string) (string, error) {
+	path := filepath.Join(dataDir, "server-id")
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		stored := strings.TrimSpace(string(data))
+		if want != "" && want != stored {
+			return "", fmt.Errorf("data dir %s belongs to server %q, not %q", dataDir, stored, want)
+		}
+		return stored, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("read server id: %w", err)
+	}
+	id := want
+	if id == "" {
+		id = uuid.NewString()
+	}
+	if err := writeFileAtomic(path, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("store server id: %w", err)
+	}
+	return id, nil
+}
+
+// advertised replaces the host of a bound address with the advertise host.
+func advertised(bound, host string) string {
+	if host == "" {
+		return bound
+	}
+	_, port, _ := net.SplitHostPort(bound)
+	return net.JoinHostPort(host, port)
+}
+
+// Info is what the info file holds.
+type Info struct {
+	ServerID string `json:"server_id"`
+	RPCAddr  string `json:"rpc_addr"`
+	RaftAddr string `json:"raft_addr"`
+	DataDir  string `json:"data_dir"`
+	PID      int    `json:"pid"`
+}
+
+func (s *Server) writeInfoFile() error {
+	if s.cfg.InfoFile == "" {
+		return nil
+	}
+	data, err := json.Marshal(Info{ServerID: s.id, RPCAddr: s.rpcAddr, RaftAddr: s.RaftAddr(), DataDir: s.dataDir, PID: os.Getpid()})
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(s.cfg.InfoFile, data); err != nil {
+		return fmt.Errorf("write info file: %w", err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames it
+// into place, so readers never see a partial file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp." + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// BlockedQueries is the number of blocking queries waiting for a change.
+func (s *Server) BlockedQueries() int64 { return s.rpc.BlockedQueries() }
