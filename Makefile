@@ -96,8 +96,11 @@ proto-check: ## buf lint, buf breaking vs branch main, and fail if generated cod
 lint: ## staticcheck ./... (developer tool; not part of test)
 	$(STATICCHECK) ./...
 
-bench: ## Benchmarks of fsm, rpc and server (-count 5) into bench.out, then benchstat
-	@$(GO) test -run '^$$' -bench . -benchmem -count 5 ./fsm/... ./rpc/... ./server/... > bench.out 2>&1; \
+bench: ## The benchmarks of docs/benchmarks.md (5 runs each) into bench.out, then benchstat medians
+	@{ $(GO) test -run '^$$' -bench 'Register|GRPCFloor|Wakeup' -benchtime 20000x -count 5 ./rpc/ && \
+	   $(GO) test -run '^$$' -bench 'MemoryPerAlloc' -benchtime 1x -count 5 ./fsm/state/ && \
+	   $(GO) test -run '^$$' -bench 'PlanResult1000' -benchtime 50x -count 5 ./fsm/state/ && \
+	   $(GO) test -run '^$$' -bench . -benchmem -count 5 ./fsm/events/ ; } > bench.out 2>&1; \
 	status=$$?; cat bench.out; \
 	if [ $$status -ne 0 ]; then exit $$status; fi
 	$(BENCHSTAT) bench.out

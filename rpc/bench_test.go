@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/testserver"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -57,6 +59,44 @@ func BenchmarkRegister(b *testing.B) {
 			reportLatencies(b, latencies, elapsed)
 		})
 	}
+}
+
+// BenchmarkGRPCFloor measures bare gRPC round trips (grpc.health.v1
+// Check: no raft, no state) with 64 callers each on its own connection, as
+// BenchmarkRegister makes them. It is the ceiling any RPC of this server can
+// reach on the machine, with client and server sharing its cores.
+func BenchmarkGRPCFloor(b *testing.B) {
+	const callers = 64
+	srv := testserver.Start(b)
+	clients := make([]healthpb.HealthClient, callers)
+	for i := range clients {
+		clients[i] = healthpb.NewHealthClient(testserver.Dial(b, srv.RPCAddr()))
+	}
+	latencies := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := range callers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				began := time.Now()
+				if _, err := clients[c].Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+					b.Error(err)
+					return
+				}
+				latencies[i] = time.Since(began)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	reportLatencies(b, latencies, elapsed)
 }
 
 // BenchmarkGetAllocsWakeup measures one long-poll wake-up: the time from a

@@ -18,10 +18,19 @@ import (
 	"github.com/droverhq/drover/server"
 )
 
-func serverCommand(stderr io.Writer) *ffcli.Command {
+// serverOptions are the settings of `drover server`.
+type serverOptions struct {
+	cfg       server.Config
+	logLevel  string
+	logFormat string
+}
+
+// serverFlags defines the flags of `drover server` on a new flag set.
+func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs := flag.NewFlagSet("drover server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := server.DefaultConfig()
+	opts := &serverOptions{cfg: server.DefaultConfig()}
+	cfg := &opts.cfg
 	fs.BoolVar(&cfg.Dev, "dev", false, "run a single throwaway server: data in a temporary directory, bootstrapped at once")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the raft log, snapshots and server id (required unless -dev)")
 	fs.StringVar(&cfg.ServerID, "server-id", "", "raft id of this server (default: stored in the data dir, generated on first start)")
@@ -36,9 +45,16 @@ func serverCommand(stderr io.Writer) *ffcli.Command {
 	fs.DurationVar(&cfg.UpdateAllocBatchInterval, "update-alloc-batch", cfg.UpdateAllocBatchInterval, "window in which agents' allocation reports share one raft entry")
 	fs.DurationVar(&cfg.Heartbeat.MinTTL, "heartbeat-min-ttl", cfg.Heartbeat.MinTTL, "shortest heartbeat interval handed to nodes")
 	fs.Float64Var(&cfg.Heartbeat.MaxPerSecond, "heartbeat-max-per-second", cfg.Heartbeat.MaxPerSecond, "heartbeat rate the servers aim to stay under as the fleet grows")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
+	fs.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text or json")
+	return fs, opts
+}
 
+// serverEnvOptions let every flag also be set as DROVER_<FLAG>.
+func serverEnvOptions() []ff.Option { return []ff.Option{ff.WithEnvVarPrefix("DROVER")} }
+
+func serverCommand(stderr io.Writer) *ffcli.Command {
+	fs, opts := serverFlags(stderr)
 	return &ffcli.Command{
 		Name:       "server",
 		ShortUsage: "drover server [flags]",
@@ -46,17 +62,17 @@ func serverCommand(stderr io.Writer) *ffcli.Command {
 		LongHelp: "Run a drover server. Every flag can also be set in the environment as DROVER_<FLAG>,\n" +
 			"e.g. DROVER_DATA_DIR for -data-dir; flags win over the environment.",
 		FlagSet: fs,
-		Options: []ff.Option{ff.WithEnvVarPrefix("DROVER")},
+		Options: serverEnvOptions(),
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
 			}
-			logger, err := newLogger(stderr, *logLevel, *logFormat)
+			logger, err := newLogger(stderr, opts.logLevel, opts.logFormat)
 			if err != nil {
 				return err
 			}
-			cfg.Logger = logger
-			return runServer(ctx, cfg, logger)
+			opts.cfg.Logger = logger
+			return runServer(ctx, opts.cfg, logger)
 		},
 	}
 }

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/peterbourgon/ff/v3"
+)
+
+func TestServerFlagsFromEnvironment(t *testing.T) {
+	t.Setenv("DROVER_DATA_DIR", "/srv/drover")
+	t.Setenv("DROVER_RPC_ADDR", "10.0.0.5:4650")
+	t.Setenv("DROVER_SNAPSHOT_INTERVAL", "30s")
+	t.Setenv("DROVER_DEV", "true")
+	t.Setenv("DROVER_LOG_LEVEL", "debug")
+	fs, opts := serverFlags(io.Discard)
+	// A flag on the command line wins over the environment.
+	if err := ff.Parse(fs, []string{"-rpc-addr", "127.0.0.1:9999"}, serverEnvOptions()...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := opts.cfg
+	if cfg.DataDir != "/srv/drover" || !cfg.Dev || cfg.SnapshotInterval != 30*time.Second || opts.logLevel != "debug" {
+		t.Errorf("from environment: data dir %q dev %v snapshot interval %s log level %q", cfg.DataDir, cfg.Dev, cfg.SnapshotInterval, opts.logLevel)
+	}
+	if cfg.RPCAddr != "127.0.0.1:9999" {
+		t.Errorf("rpc addr %q: the flag should win over DROVER_RPC_ADDR", cfg.RPCAddr)
+	}
+	if cfg.RaftAddr != "127.0.0.1:4651" {
+		t.Errorf("raft addr %q, want the default", cfg.RaftAddr)
+	}
+}
+
+func TestNewLoggerRejectsUnknownSettings(t *testing.T) {
+	if _, err := newLogger(io.Discard, "loud", "text"); err == nil {
+		t.Error("accepted log level loud")
+	}
+	if _, err := newLogger(io.Discard, "info", "xml"); err == nil {
+		t.Error("accepted log format xml")
+	}
+}
