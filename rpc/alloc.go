@@ -19,22 +19,12 @@ func (s *allocService) Get(ctx context.Context, req *droverv1.GetAllocationReque
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	resp := &droverv1.GetAllocationResponse{}
-	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
-		resp.Allocation = snap.AllocByID(req.GetAllocId())
-		if resp.Allocation == nil {
-			return atLeastOne(snap.TableIndex(state.TableAllocs)), nil
-		}
-		return resp.Allocation.GetModifyIndex(), nil
-	})
+	alloc, meta, err := getObject(ctx, s.services, req.GetQuery(), state.TableAllocs, fmt.Sprintf("allocation %s", req.GetAllocId()),
+		func(snap *state.Snapshot) *droverv1.Allocation { return snap.AllocByID(req.GetAllocId()) })
 	if err != nil {
 		return nil, err
 	}
-	if resp.Allocation == nil {
-		return nil, fmt.Errorf("allocation %s: %w", req.GetAllocId(), state.ErrNotFound)
-	}
-	resp.Meta = meta
-	return resp, nil
+	return &droverv1.GetAllocationResponse{Allocation: alloc, Meta: meta}, nil
 }
 
 // List returns one page of allocations in id order.
@@ -42,14 +32,12 @@ func (s *allocService) List(ctx context.Context, req *droverv1.ListAllocationsRe
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	resp := &droverv1.ListAllocationsResponse{}
-	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
-		resp.Allocations, resp.NextToken = snap.ListAllocs(pageOf(req.GetPage()))
-		return atLeastOne(snap.TableIndex(state.TableAllocs)), nil
-	})
+	allocs, next, meta, err := listObjects(ctx, s.services, req.GetQuery(), state.TableAllocs,
+		func(snap *state.Snapshot) ([]*droverv1.Allocation, string) {
+			return snap.ListAllocs(pageOf(req.GetPage()))
+		})
 	if err != nil {
 		return nil, err
 	}
-	resp.Meta = meta
-	return resp, nil
+	return &droverv1.ListAllocationsResponse{Allocations: allocs, NextToken: next, Meta: meta}, nil
 }

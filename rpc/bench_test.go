@@ -32,29 +32,11 @@ func BenchmarkRegister(b *testing.B) {
 			for i := range reqs {
 				reqs[i] = &droverv1.RegisterNodeRequest{Node: mock.Node()}
 			}
-			latencies := make([]time.Duration, b.N)
-			var next atomic.Int64
-			var wg sync.WaitGroup
 			b.ResetTimer()
-			start := time.Now()
-			for c := range callers {
-				wg.Go(func() {
-					for {
-						i := int(next.Add(1)) - 1
-						if i >= b.N {
-							return
-						}
-						began := time.Now()
-						if _, err := clients[c].Register(context.Background(), reqs[i]); err != nil {
-							b.Error(err)
-							return
-						}
-						latencies[i] = time.Since(began)
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
+			latencies, elapsed := runCallers(b, callers, func(caller, i int) error {
+				_, err := clients[caller].Register(context.Background(), reqs[i])
+				return err
+			})
 			b.StopTimer()
 			reportLatencies(b, latencies, elapsed)
 		})
@@ -72,10 +54,22 @@ func BenchmarkGRPCFloor(b *testing.B) {
 	for i := range clients {
 		clients[i] = healthpb.NewHealthClient(testserver.Dial(b, srv.RPCAddr()))
 	}
+	b.ResetTimer()
+	latencies, elapsed := runCallers(b, callers, func(caller, _ int) error {
+		_, err := clients[caller].Check(context.Background(), &healthpb.HealthCheckRequest{})
+		return err
+	})
+	b.StopTimer()
+	reportLatencies(b, latencies, elapsed)
+}
+
+// runCallers makes b.N calls from callers goroutines, each taking the next
+// call number until all are made, and returns each call's latency and the
+// wall time of the whole run.
+func runCallers(b *testing.B, callers int, call func(caller, i int) error) ([]time.Duration, time.Duration) {
 	latencies := make([]time.Duration, b.N)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	b.ResetTimer()
 	start := time.Now()
 	for c := range callers {
 		wg.Go(func() {
@@ -85,7 +79,7 @@ func BenchmarkGRPCFloor(b *testing.B) {
 					return
 				}
 				began := time.Now()
-				if _, err := clients[c].Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+				if err := call(c, i); err != nil {
 					b.Error(err)
 					return
 				}
@@ -94,9 +88,7 @@ func BenchmarkGRPCFloor(b *testing.B) {
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	reportLatencies(b, latencies, elapsed)
+	return latencies, time.Since(start)
 }
 
 // BenchmarkGetAllocsWakeup measures one long-poll wake-up: the time from a

@@ -19,22 +19,12 @@ func (s *evalService) Get(ctx context.Context, req *droverv1.GetEvaluationReques
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	resp := &droverv1.GetEvaluationResponse{}
-	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
-		resp.Evaluation = snap.EvalByID(req.GetEvalId())
-		if resp.Evaluation == nil {
-			return atLeastOne(snap.TableIndex(state.TableEvals)), nil
-		}
-		return resp.Evaluation.GetModifyIndex(), nil
-	})
+	eval, meta, err := getObject(ctx, s.services, req.GetQuery(), state.TableEvals, fmt.Sprintf("evaluation %s", req.GetEvalId()),
+		func(snap *state.Snapshot) *droverv1.Evaluation { return snap.EvalByID(req.GetEvalId()) })
 	if err != nil {
 		return nil, err
 	}
-	if resp.Evaluation == nil {
-		return nil, fmt.Errorf("evaluation %s: %w", req.GetEvalId(), state.ErrNotFound)
-	}
-	resp.Meta = meta
-	return resp, nil
+	return &droverv1.GetEvaluationResponse{Evaluation: eval, Meta: meta}, nil
 }
 
 // List returns one page of evaluations in id order.
@@ -42,14 +32,12 @@ func (s *evalService) List(ctx context.Context, req *droverv1.ListEvaluationsReq
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	resp := &droverv1.ListEvaluationsResponse{}
-	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
-		resp.Evaluations, resp.NextToken = snap.ListEvals(pageOf(req.GetPage()))
-		return atLeastOne(snap.TableIndex(state.TableEvals)), nil
-	})
+	evals, next, meta, err := listObjects(ctx, s.services, req.GetQuery(), state.TableEvals,
+		func(snap *state.Snapshot) ([]*droverv1.Evaluation, string) {
+			return snap.ListEvals(pageOf(req.GetPage()))
+		})
 	if err != nil {
 		return nil, err
 	}
-	resp.Meta = meta
-	return resp, nil
+	return &droverv1.ListEvaluationsResponse{Evaluations: evals, NextToken: next, Meta: meta}, nil
 }

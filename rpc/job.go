@@ -68,22 +68,12 @@ func (s *jobService) Get(ctx context.Context, req *droverv1.GetJobRequest) (*dro
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	resp := &droverv1.GetJobResponse{}
-	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
-		resp.Job = snap.JobByID(req.GetJobId())
-		if resp.Job == nil {
-			return atLeastOne(snap.TableIndex(state.TableJobs)), nil
-		}
-		return resp.Job.GetModifyIndex(), nil
-	})
+	job, meta, err := getObject(ctx, s.services, req.GetQuery(), state.TableJobs, fmt.Sprintf("job %q", req.GetJobId()),
+		func(snap *state.Snapshot) *droverv1.Job { return snap.JobByID(req.GetJobId()) })
 	if err != nil {
 		return nil, err
 	}
-	if resp.Job == nil {
-		return nil, fmt.Errorf("job %q: %w", req.GetJobId(), state.ErrNotFound)
-	}
-	resp.Meta = meta
-	return resp, nil
+	return &droverv1.GetJobResponse{Job: job, Meta: meta}, nil
 }
 
 // List returns one page of jobs in id order.
@@ -91,16 +81,12 @@ func (s *jobService) List(ctx context.Context, req *droverv1.ListJobsRequest) (*
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	resp := &droverv1.ListJobsResponse{}
-	meta, err := s.query(ctx, req.GetQuery(), func(snap *state.Snapshot) (uint64, error) {
-		resp.Jobs, resp.NextToken = snap.ListJobs(pageOf(req.GetPage()))
-		return atLeastOne(snap.TableIndex(state.TableJobs)), nil
-	})
+	jobs, next, meta, err := listObjects(ctx, s.services, req.GetQuery(), state.TableJobs,
+		func(snap *state.Snapshot) ([]*droverv1.Job, string) { return snap.ListJobs(pageOf(req.GetPage())) })
 	if err != nil {
 		return nil, err
 	}
-	resp.Meta = meta
-	return resp, nil
+	return &droverv1.ListJobsResponse{Jobs: jobs, NextToken: next, Meta: meta}, nil
 }
 
 // Allocations returns one page of the job's allocations in id order.

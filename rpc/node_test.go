@@ -280,7 +280,6 @@ func TestWritesWithoutLeaderAreUnavailable(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	conn := testserver.Dial(t, srv.RPCAddr())
-	t.Cleanup(func() { _ = conn.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	_, err = droverv1.NewNodeServiceClient(conn).Register(ctx, &droverv1.RegisterNodeRequest{Node: mock.Node()})

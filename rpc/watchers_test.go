@@ -40,9 +40,7 @@ func TestTenThousandWatchers(t *testing.T) {
 	defer cancel()
 	clients := make([]droverv1.NodeServiceClient, conns)
 	for i := range clients {
-		conn := testserver.Dial(t, e.srv.RPCAddr())
-		t.Cleanup(func() { _ = conn.Close() })
-		clients[i] = droverv1.NewNodeServiceClient(conn)
+		clients[i] = droverv1.NewNodeServiceClient(testserver.Dial(t, e.srv.RPCAddr()))
 	}
 	var wg sync.WaitGroup
 	for i, n := range nodes {

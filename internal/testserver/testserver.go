@@ -79,7 +79,8 @@ func (s *Server) Restart(t testing.TB) *Server {
 	return start(t, cfg)
 }
 
-// Dial connects to a server with drover's codec.
+// Dial connects to a server with drover's codec. The connection is closed
+// when the test ends, if the test has not closed it before.
 func Dial(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr,
@@ -88,6 +89,7 @@ func Dial(t testing.TB, addr string) *grpc.ClientConn {
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
+	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
 
