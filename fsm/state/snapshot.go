@@ -187,11 +187,6 @@ func (s *Snapshot) Nodes() iter.Seq[*droverv1.Node] {
 	return all[*droverv1.Node](s, TableNodes, indexID)
 }
 
-// ListNodes returns one page of nodes.
-func (s *Snapshot) ListNodes(p Page) ([]*droverv1.Node, string) {
-	return listUUID(s, TableNodes, (*droverv1.Node).GetId, p)
-}
-
 // JobByID returns the current version of the job, or nil.
 func (s *Snapshot) JobByID(id string) *droverv1.Job {
 	return first[*droverv1.Job](s, TableJobs, indexID, id)

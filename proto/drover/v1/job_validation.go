@@ -310,11 +310,8 @@ func (r *StreamEventsRequest) Validate() error {
 	return v.err()
 }
 
-// DefaultPageSize and MaxPageSize bound list pages.
-const (
-	DefaultPageSize = 1000
-	MaxPageSize     = maxPageSize
-)
+// DefaultPageSize is the size of a list page that does not set one.
+const DefaultPageSize = 1000
 
 func validatePage(v *violations, p *PageOptions) {
 	if p == nil {
