@@ -14,6 +14,7 @@ import (
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/testserver"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/server"
 )
 
 // env is a real single server (raft on disk, gRPC on loopback) and clients
@@ -28,9 +29,9 @@ type env struct {
 	events droverv1.EventServiceClient
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...func(*server.Config)) *env {
 	t.Helper()
-	srv := testserver.Start(t)
+	srv := testserver.Start(t, opts...)
 	return &env{
 		t:      t,
 		srv:    srv,
