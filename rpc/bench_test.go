@@ -121,7 +121,7 @@ func BenchmarkGetAllocsWakeup(b *testing.B) {
 			}
 			done <- resp.GetIndex()
 		}()
-		waitBlockedB(b, e, 1)
+		waitBlocked(b, e, 1)
 		update := alloc.CloneVT()
 		update.DesiredDescription = fmt.Sprintf("update %d", i)
 		entry := &droverv1.PlanResultEntry{Allocations: []*droverv1.Allocation{update}}
@@ -133,16 +133,6 @@ func BenchmarkGetAllocsWakeup(b *testing.B) {
 		latencies = append(latencies, time.Since(applied))
 	}
 	reportLatencies(b, latencies, 0)
-}
-
-func waitBlockedB(b *testing.B, e *env, n int64) {
-	deadline := time.Now().Add(30 * time.Second)
-	for e.srv.BlockedQueries() != n {
-		if time.Now().After(deadline) {
-			b.Fatalf("blocked queries = %d, want %d", e.srv.BlockedQueries(), n)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
 }
 
 // reportLatencies adds p50/p99 and, given the elapsed wall time, calls per

@@ -253,7 +253,7 @@ func TestGetAllocsBlocks(t *testing.T) {
 }
 
 // waitBlocked waits until n blocking queries are parked on the server.
-func waitBlocked(t *testing.T, e *env, n int64) {
+func waitBlocked(t testing.TB, e *env, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for e.srv.BlockedQueries() != n {
