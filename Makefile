@@ -11,8 +11,9 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
 BIN      := bin/drover
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X github.com/droverhq/drover/internal/version.Version=$(VERSION)
+# VERSION overrides the release number compiled in (internal/version).
+VERSION  ?=
+LDFLAGS  := $(if $(VERSION),-X github.com/droverhq/drover/internal/version.Version=$(VERSION))
 
 # Per fuzz target, in `make fuzz` (and so in `make test`).
 FUZZTIME ?= 10s

@@ -76,6 +76,10 @@ func newEntryMessage(t droverv1.MessageType) vtMessage {
 		return &droverv1.EvalUpdateEntry{}
 	case droverv1.MessageTypePlanResult:
 		return &droverv1.PlanResultEntry{}
+	case droverv1.MessageTypeServerUpsert:
+		return &droverv1.ServerUpsertEntry{}
+	case droverv1.MessageTypeServerRemove:
+		return &droverv1.ServerRemoveEntry{}
 	}
 	return nil
 }

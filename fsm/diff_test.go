@@ -21,6 +21,8 @@ func stateDiff(a, b *state.Snapshot) string {
 	diffSeq(&out, "job versions", a.AllJobVersions(), b.AllJobVersions(), versionID)
 	diffSeq(&out, "evals", a.Evals(), b.Evals(), (*droverv1.Evaluation).GetId)
 	diffSeq(&out, "allocs", a.Allocs(), b.Allocs(), (*droverv1.Allocation).GetId)
+	diffSeq(&out, "servers", a.Servers(), b.Servers(), (*droverv1.ServerMember).GetId)
+	diffSeq(&out, "job requests", a.JobRequestResults(), b.JobRequestResults(), (*droverv1.JobRequestResult).GetRequestId)
 	ai, bi := map[string]uint64{}, map[string]uint64{}
 	for t, i := range a.TableIndexes() {
 		ai[t] = i

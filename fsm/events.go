@@ -30,7 +30,8 @@ func eventType(msgType droverv1.MessageType) string {
 // toEvents turns the objects an entry wrote into events. Payloads are the
 // stored objects themselves (immutable, shared, never copied here); node
 // payloads still hold the node's secret, which whatever sends events out of
-// the server must strip (droverv1.Node.Sanitized).
+// the server must strip (droverv1.Node.Sanitized). Objects without a topic,
+// such as server records, make no event.
 func toEvents(index uint64, msgType droverv1.MessageType, changes []state.Change) []*droverv1.Event {
 	if len(changes) == 0 {
 		return nil

@@ -38,8 +38,10 @@ func New(st *state.StateStore, broker *events.Broker, logger *slog.Logger) *FSM 
 // the state store refused the entry (nothing was written), or for entries
 // that are applied part by part the result of each part: a
 // *state.RegisterResult for NodeRegister, a *state.ClientUpdateResult for
-// AllocClientUpdate. raft hands the value
-// back to the proposer through ApplyFuture.Response.
+// AllocClientUpdate. JobRegister and JobDeregister return the request's
+// *droverv1.JobRequestResult: the first application's when the entry's
+// request id was already applied (then nothing was written). raft hands the
+// value back to the proposer through ApplyFuture.Response.
 //
 // An entry that cannot be decoded means the log is corrupt or was written by
 // a newer server with a type this one does not know: applying anything else
@@ -78,13 +80,21 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 		res, changes, err = f.state.UpdateAllocsFromClient(index, m)
 		result = res
 	case *droverv1.JobRegisterEntry:
-		changes, err = f.state.UpsertJob(index, m)
+		var res *droverv1.JobRequestResult
+		res, changes, err = f.state.ApplyJobRegister(index, m)
+		result = res
 	case *droverv1.JobDeregisterEntry:
-		changes, err = f.state.DeregisterJob(index, m)
+		var res *droverv1.JobRequestResult
+		res, changes, err = f.state.ApplyJobDeregister(index, m)
+		result = res
 	case *droverv1.EvalUpdateEntry:
 		changes, err = f.state.UpsertEvals(index, m)
 	case *droverv1.PlanResultEntry:
 		changes, err = f.state.UpsertPlanResults(index, m)
+	case *droverv1.ServerUpsertEntry:
+		changes, err = f.state.UpsertServer(index, m)
+	case *droverv1.ServerRemoveEntry:
+		changes, err = f.state.RemoveServer(index, m)
 	default:
 		// Decode returns only the types above.
 		panic(fmt.Sprintf("fsm: no applier for %T (type %s) at index %d", msg, msgType, index))

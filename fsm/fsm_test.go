@@ -57,8 +57,8 @@ func (h *harness) mustApply(msgType droverv1.MessageType, msg vtMessage) any {
 }
 
 // populate writes a bit of everything: nodes in several statuses, a job
-// with two versions, a stopped job, evaluations, placed, stopped and
-// reported allocations.
+// with two versions, a stopped job, job writes with request ids,
+// evaluations, placed, stopped and reported allocations, servers.
 func (h *harness) populate() {
 	h.t.Helper()
 	nodes := []*droverv1.Node{mock.Node(), mock.Node(), mock.Node()}
@@ -75,7 +75,14 @@ func (h *harness) populate() {
 	web.Version = 1
 	old := mock.Job(1)
 	h.mustApply(droverv1.MessageTypeJobRegister, &droverv1.JobRegisterEntry{Job: old.CloneVT(), Eval: mock.Eval(old, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)})
-	h.mustApply(droverv1.MessageTypeJobDeregister, &droverv1.JobDeregisterEntry{JobId: old.GetId(), Eval: mock.Eval(old, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER)})
+	h.mustApply(droverv1.MessageTypeJobDeregister, &droverv1.JobDeregisterEntry{JobId: old.GetId(), Eval: mock.Eval(old, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER), RequestId: "stop-old", DeregisteredAt: 9})
+	batch := mock.Job(1)
+	h.mustApply(droverv1.MessageTypeJobRegister, &droverv1.JobRegisterEntry{Job: batch.CloneVT(), Eval: mock.Eval(batch, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), RequestId: "reg-batch", SubmittedAt: 9})
+
+	for _, id := range []string{"server-b", "server-a", "server-c"} {
+		h.mustApply(droverv1.MessageTypeServerUpsert, &droverv1.ServerUpsertEntry{Server: &droverv1.ServerMember{Id: id, RpcAddr: id + ":4647", RaftAddr: id + ":4648", Version: "0.1.0"}})
+	}
+	h.mustApply(droverv1.MessageTypeServerRemove, &droverv1.ServerRemoveEntry{ServerId: "server-c"})
 
 	ev := mock.Eval(web, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE)
 	h.mustApply(droverv1.MessageTypeEvalUpdate, &droverv1.EvalUpdateEntry{Evals: []*droverv1.Evaluation{ev}})
@@ -147,6 +154,93 @@ func TestApplyReturnsStoreErrorsAndResults(t *testing.T) {
 	}
 }
 
+func TestApplyJobWritesReturnRequestResults(t *testing.T) {
+	h := newHarness(t)
+	job := mock.Job(1)
+	tests := []struct {
+		name      string
+		msgType   droverv1.MessageType
+		entry     func() vtMessage
+		requestID string
+		// wantIndex is the index the result names, relative to the
+		// entry's own: 0 for an applied write, -1 for a replay of the
+		// previous one.
+		wantIndex int
+	}{
+		{"register without request id", droverv1.MessageTypeJobRegister, func() vtMessage {
+			return &droverv1.JobRegisterEntry{Job: job.CloneVT(), Eval: mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)}
+		}, "", 0},
+		{"register", droverv1.MessageTypeJobRegister, func() vtMessage {
+			return &droverv1.JobRegisterEntry{Job: job.CloneVT(), Eval: mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), RequestId: "a"}
+		}, "a", 0},
+		{"register replay", droverv1.MessageTypeJobRegister, func() vtMessage {
+			return &droverv1.JobRegisterEntry{Job: job.CloneVT(), Eval: mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), RequestId: "a"}
+		}, "a", -1},
+		{"deregister", droverv1.MessageTypeJobDeregister, func() vtMessage {
+			return &droverv1.JobDeregisterEntry{JobId: job.GetId(), Eval: mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER), RequestId: "b"}
+		}, "b", 0},
+		{"deregister replay", droverv1.MessageTypeJobDeregister, func() vtMessage {
+			return &droverv1.JobDeregisterEntry{JobId: job.GetId(), Eval: mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER), RequestId: "b"}
+		}, "b", -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := h.mustApply(tt.msgType, tt.entry())
+			res, ok := resp.(*droverv1.JobRequestResult)
+			if !ok {
+				t.Fatalf("response %T, want *droverv1.JobRequestResult", resp)
+			}
+			if want := uint64(int(h.index) + tt.wantIndex); res.GetIndex() != want || res.GetRequestId() != tt.requestID || res.GetJobId() != job.GetId() {
+				t.Errorf("result %v, want request %q at index %d", res, tt.requestID, want)
+			}
+			if tt.wantIndex == 0 && h.fsm.State().Snapshot().EvalByID(res.GetEvalId()).GetCreateIndex() != h.index {
+				t.Errorf("result names evaluation %s, not the one written at %d", res.GetEvalId(), h.index)
+			}
+		})
+	}
+}
+
+func TestApplyServerEntries(t *testing.T) {
+	h := newHarness(t)
+	sub, err := h.events.Subscribe(events.SubscribeRequest{FromIndex: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := &droverv1.ServerMember{Id: "s1", RpcAddr: "10.0.0.1:4647", RaftAddr: "10.0.0.1:4648", Version: "0.1.0"}
+	if resp := h.mustApply(droverv1.MessageTypeServerUpsert, &droverv1.ServerUpsertEntry{Server: member.CloneVT()}); resp != nil {
+		t.Errorf("server upsert response %v, want nil", resp)
+	}
+	got := h.fsm.State().Snapshot().ServerByID("s1")
+	if got.GetRpcAddr() != member.GetRpcAddr() || got.GetCreateIndex() != h.index || got.GetModifyIndex() != h.index {
+		t.Errorf("stored server %v, want it created at %d", got, h.index)
+	}
+	resp := h.apply(droverv1.MessageTypeServerUpsert, &droverv1.ServerUpsertEntry{Server: &droverv1.ServerMember{Id: "s2"}})
+	if err, ok := resp.(error); !ok || !errors.Is(err, state.ErrInvalidEntry) {
+		t.Errorf("server without addresses: response %v, want ErrInvalidEntry", resp)
+	}
+	h.mustApply(droverv1.MessageTypeServerRemove, &droverv1.ServerRemoveEntry{ServerId: "s1"})
+	if h.fsm.State().Snapshot().ServerByID("s1") != nil {
+		t.Errorf("removed server still stored")
+	}
+	h.mustApply(droverv1.MessageTypeServerRemove, &droverv1.ServerRemoveEntry{ServerId: "s1"})
+	if got := h.fsm.State().LatestIndex(); got != h.index {
+		t.Errorf("latest index %d, want %d", got, h.index)
+	}
+
+	// Server records have no event topic: the next events are the node's.
+	n := mock.Node()
+	h.mustApply(droverv1.MessageTypeNodeRegister, &droverv1.NodeRegisterEntry{Nodes: []*droverv1.Node{n}})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	batch, err := sub.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if batch.Index != h.index || len(batch.Events) != 1 || batch.Events[0].GetTopic() != droverv1.Topic_TOPIC_NODE {
+		t.Errorf("first event batch at %d with %d events, want the node's at %d", batch.Index, len(batch.Events), h.index)
+	}
+}
+
 func TestApplyUnknownTypes(t *testing.T) {
 	h := newHarness(t)
 	ignorable := []byte{byte(droverv1.IgnoreUnknownTypeFlag) | 5, 1, 2, 3}
@@ -208,6 +302,10 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	}
 	if diff := stateDiff(h.fsm.State().Snapshot(), restored.fsm.State().Snapshot()); diff != "" {
 		t.Errorf("restored state differs:\n%s", diff)
+	}
+	rs := restored.fsm.State().Snapshot()
+	if rs.ServerByID("server-a") == nil || rs.ServerByID("server-c") != nil || rs.JobRequestResult("stop-old") == nil || rs.JobRequestResult("reg-batch") == nil {
+		t.Errorf("restored state lacks the servers or job request results populate wrote")
 	}
 	if got := restored.fsm.State().LatestIndex(); got != h.index {
 		t.Errorf("restored latest index = %d, want %d", got, h.index)

@@ -17,7 +17,8 @@ import (
 // Snapshot layout: the magic bytes, a varint-length SnapshotHeader, then
 // records, each a record-type byte, a varint length and a message. Records
 // come table by table: the index table, nodes, job versions, jobs,
-// evaluations, allocations (allocations refer to nodes and job versions).
+// evaluations, allocations (allocations refer to nodes and job versions),
+// servers, job request results.
 var snapshotMagic = []byte("DROVERSNAP")
 
 // snapshotFormatVersion is written in every header. Restore refuses other
@@ -38,6 +39,8 @@ const (
 	recordJob        recordType = 4
 	recordEval       recordType = 5
 	recordAlloc      recordType = 6
+	recordServer     recordType = 7
+	recordJobRequest recordType = 8
 )
 
 // Snapshot captures the current state for raft. It is cheap: the state
@@ -92,6 +95,12 @@ func WriteSnapshot(w io.Writer, snap *state.Snapshot, index uint64) error {
 	}
 	for a := range snap.Allocs() {
 		rw.message(recordAlloc, a, true)
+	}
+	for m := range snap.Servers() {
+		rw.message(recordServer, m, true)
+	}
+	for r := range snap.JobRequestResults() {
+		rw.message(recordJobRequest, r, true)
 	}
 	return rw.err
 }
@@ -195,6 +204,10 @@ func restoreRecord(r *bufio.Reader, t recordType, rs *state.Restorer) error {
 		return restoreAs(r, &droverv1.Evaluation{}, rs.Eval)
 	case recordAlloc:
 		return restoreAs(r, &droverv1.Allocation{}, rs.Alloc)
+	case recordServer:
+		return restoreAs(r, &droverv1.ServerMember{}, rs.Server)
+	case recordJobRequest:
+		return restoreAs(r, &droverv1.JobRequestResult{}, rs.JobRequestResult)
 	}
 	return fmt.Errorf("unknown snapshot record type %d", t)
 }

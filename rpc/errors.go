@@ -25,9 +25,9 @@ var (
 	// errPermissionDenied: the caller may not do this (wrong secret, an
 	// allocation of another node).
 	errPermissionDenied = errors.New("permission denied")
-	// errFailedPrecondition: the system is not in a state that allows the
+	// ErrFailedPrecondition means the system is not in a state that allows the
 	// call; the caller must do something else first.
-	errFailedPrecondition = errors.New("failed precondition")
+	ErrFailedPrecondition = errors.New("failed precondition")
 )
 
 // retryAfter is the back-off suggested with UNAVAILABLE.
@@ -50,7 +50,7 @@ func toStatus(err error, logger *slog.Logger) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, state.ErrSecretMismatch), errors.Is(err, errPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, errFailedPrecondition):
+	case errors.Is(err, ErrFailedPrecondition):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, state.ErrConflict), errors.Is(err, ErrUnavailable):
 		return unavailable(err.Error())

@@ -17,7 +17,9 @@ type jobService struct {
 }
 
 // Register writes the job and a pending evaluation in one raft entry, so a
-// job is never stored without the evaluation that schedules it.
+// job is never stored without the evaluation that schedules it. A request
+// id the cluster already applied returns the first answer again and writes
+// nothing.
 func (s *jobService) Register(ctx context.Context, req *droverv1.RegisterJobRequest) (*droverv1.RegisterJobResponse, error) {
 	job := req.GetJob()
 	if job != nil {
@@ -29,22 +31,37 @@ func (s *jobService) Register(ctx context.Context, req *droverv1.RegisterJobRequ
 	}
 	now := time.Now().UnixNano()
 	eval := newEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER, "", now)
-	index, _, err := s.backend.Apply(ctx, droverv1.MessageTypeJobRegister,
-		&droverv1.JobRegisterEntry{Job: job, Eval: eval, SubmittedAt: now})
+	index, resp, err := s.backend.Apply(ctx, droverv1.MessageTypeJobRegister,
+		&droverv1.JobRegisterEntry{Job: job, Eval: eval, SubmittedAt: now, RequestId: req.GetRequestId()})
 	if err != nil {
 		return nil, err
 	}
-	stored := s.backend.State().Snapshot().JobByID(job.GetId())
+	res, err := jobRequestResult(resp, index, job.GetId())
+	if err != nil {
+		return nil, err
+	}
 	return &droverv1.RegisterJobResponse{
-		EvalId:         eval.GetId(),
-		JobVersion:     stored.GetVersion(),
-		JobModifyIndex: stored.GetJobModifyIndex(),
-		Index:          index,
+		EvalId:         res.GetEvalId(),
+		JobVersion:     res.GetJobVersion(),
+		JobModifyIndex: res.GetJobModifyIndex(),
+		Index:          res.GetIndex(),
 	}, nil
 }
 
+// jobRequestResult takes the FSM's answer to a job write out of an Apply
+// response. Its index is that of the entry that applied the request: the
+// entry just written, or for a replayed request id the first one, whose
+// answer (evaluation, job version) the response repeats.
+func jobRequestResult(resp any, index uint64, jobID string) (*droverv1.JobRequestResult, error) {
+	res, ok := resp.(*droverv1.JobRequestResult)
+	if !ok || res == nil {
+		return nil, fmt.Errorf("write of job %q at index %d: unexpected FSM response %T", jobID, index, resp)
+	}
+	return res, nil
+}
+
 // Deregister marks the job stopped and writes the evaluation that stops its
-// allocations.
+// allocations. A request id is handled as in Register.
 func (s *jobService) Deregister(ctx context.Context, req *droverv1.DeregisterJobRequest) (*droverv1.DeregisterJobResponse, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -55,12 +72,16 @@ func (s *jobService) Deregister(ctx context.Context, req *droverv1.DeregisterJob
 	}
 	now := time.Now().UnixNano()
 	eval := newEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER, "", now)
-	index, _, err := s.backend.Apply(ctx, droverv1.MessageTypeJobDeregister,
-		&droverv1.JobDeregisterEntry{JobId: job.GetId(), Eval: eval, DeregisteredAt: now})
+	index, resp, err := s.backend.Apply(ctx, droverv1.MessageTypeJobDeregister,
+		&droverv1.JobDeregisterEntry{JobId: job.GetId(), Eval: eval, DeregisteredAt: now, RequestId: req.GetRequestId()})
 	if err != nil {
 		return nil, err
 	}
-	return &droverv1.DeregisterJobResponse{EvalId: eval.GetId(), Index: index}, nil
+	res, err := jobRequestResult(resp, index, job.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &droverv1.DeregisterJobResponse{EvalId: res.GetEvalId(), Index: res.GetIndex()}, nil
 }
 
 // Get returns the current version of a job.

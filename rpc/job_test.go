@@ -2,14 +2,25 @@ package rpc_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/droverhq/drover/fsm/state"
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
+
+// jobTables fingerprints the tables job writes touch. Tests compare it
+// rather than the raft index to see that a refused write changed nothing,
+// since the server writes entries of its own (its servers table record) in
+// the background.
+func (e *env) jobTables() string {
+	d := e.srv.State().Snapshot().Digest()
+	return d[state.TableJobs] + d[state.TableJobVersions] + d[state.TableEvals] + d[state.TableJobRequests]
+}
 
 func TestJobRegisterWritesJobAndEvalTogether(t *testing.T) {
 	t.Parallel()
@@ -99,13 +110,95 @@ func TestJobRegisterRejections(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			j := mock.Job(1)
 			tt.edit(j)
-			before := e.latestIndex()
+			before := e.jobTables()
 			_, err := e.jobs.Register(e.ctx(), &droverv1.RegisterJobRequest{Job: j})
 			wantInvalid(t, err, tt.field)
-			if e.latestIndex() != before {
-				t.Errorf("a refused job wrote to raft")
+			if e.jobTables() != before {
+				t.Errorf("a refused job was written")
 			}
 		})
+	}
+}
+
+func TestJobWritesWithRequestIDApplyOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	j := mock.Job(1)
+	requestID := mock.ID()
+	first, err := e.jobs.Register(e.ctx(), &droverv1.RegisterJobRequest{Job: j.CloneVT(), RequestId: requestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A retry, even of another specification, answers as the first did.
+	changed := j.CloneVT()
+	changed.TaskGroups[0].Count = 3
+	retry, err := e.jobs.Register(e.ctx(), &droverv1.RegisterJobRequest{Job: changed, RequestId: requestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry.GetEvalId() != first.GetEvalId() || retry.GetIndex() != first.GetIndex() ||
+		retry.GetJobVersion() != first.GetJobVersion() || retry.GetJobModifyIndex() != first.GetJobModifyIndex() {
+		t.Errorf("retry answered %v, want the first answer %v", retry, first)
+	}
+	evals, err := e.jobs.Evaluations(e.ctx(), &droverv1.ListJobEvaluationsRequest{JobId: j.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evals.GetEvaluations()) != 1 || evals.GetEvaluations()[0].GetId() != first.GetEvalId() {
+		t.Errorf("job has evaluations %v, want only %s", evals.GetEvaluations(), first.GetEvalId())
+	}
+	if got := e.srv.State().Snapshot().JobByID(j.GetId()); got.GetTaskGroups()[0].GetCount() != 1 || got.GetVersion() != 0 {
+		t.Errorf("retry changed the job: count %d version %d", got.GetTaskGroups()[0].GetCount(), got.GetVersion())
+	}
+
+	stopID := mock.ID()
+	stop, err := e.jobs.Deregister(e.ctx(), &droverv1.DeregisterJobRequest{JobId: j.GetId(), RequestId: stopID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopRetry, err := e.jobs.Deregister(e.ctx(), &droverv1.DeregisterJobRequest{JobId: j.GetId(), RequestId: stopID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stopRetry.GetEvalId() != stop.GetEvalId() || stopRetry.GetIndex() != stop.GetIndex() {
+		t.Errorf("deregister retry answered %v, want the first answer %v", stopRetry, stop)
+	}
+	if got := e.srv.State().Snapshot().JobByID(j.GetId()); got.GetVersion() != 1 {
+		t.Errorf("job version after a replayed stop = %d, want 1", got.GetVersion())
+	}
+}
+
+func TestJobWritesRejectBadRequestIDs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tests := []struct {
+		name string
+		id   string
+	}{
+		{"too long", strings.Repeat("a", 129)},
+		{"space", "retry 1"},
+		{"tab", "retry\t1"},
+		{"control character", "retry\x001"},
+		{"non-ASCII", "réessai"},
+		{"DEL", "retry\x7f"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := e.jobTables()
+			_, err := e.jobs.Register(e.ctx(), &droverv1.RegisterJobRequest{Job: mock.Job(1), RequestId: tt.id})
+			wantInvalid(t, err, "request_id")
+			_, err = e.jobs.Deregister(e.ctx(), &droverv1.DeregisterJobRequest{JobId: "web", RequestId: tt.id})
+			wantInvalid(t, err, "request_id")
+			if e.jobTables() != before {
+				t.Errorf("a refused request was written")
+			}
+		})
+	}
+	// The longest accepted id, every printable character allowed.
+	for _, id := range []string{strings.Repeat("a", 128), "!\"#$%&'()*+,-./09:;<=>?@AZ[\\]^_`az{|}~"} {
+		if _, err := e.jobs.Register(e.ctx(), &droverv1.RegisterJobRequest{Job: mock.Job(1), RequestId: id}); err != nil {
+			t.Errorf("request id %q refused: %v", id, err)
+		}
 	}
 }
 

@@ -57,7 +57,7 @@ func (s *nodeService) UpdateAlloc(ctx context.Context, req *droverv1.UpdateAlloc
 
 func refusedReport(nodeID string, status droverv1.NodeStatus) error {
 	return fmt.Errorf("node %s may not report allocations while %s; heartbeat (UpdateStatus) first: %w",
-		nodeID, status, errFailedPrecondition)
+		nodeID, status, ErrFailedPrecondition)
 }
 
 // allocUpdates checks that every reported allocation belongs to the node

@@ -175,7 +175,7 @@ func TestToStatus(t *testing.T) {
 		{fmt.Errorf("node x: %w", state.ErrNotFound), codes.NotFound},
 		{fmt.Errorf("apply: %w", state.ErrSecretMismatch), codes.PermissionDenied},
 		{fmt.Errorf("x: %w", errPermissionDenied), codes.PermissionDenied},
-		{fmt.Errorf("x: %w", errFailedPrecondition), codes.FailedPrecondition},
+		{fmt.Errorf("x: %w", ErrFailedPrecondition), codes.FailedPrecondition},
 		{fmt.Errorf("x: %w", state.ErrConflict), codes.Unavailable},
 		{fmt.Errorf("x: %w", ErrUnavailable), codes.Unavailable},
 		{events.ErrSubscriptionLagged, codes.ResourceExhausted},

@@ -31,6 +31,9 @@ type Config struct {
 	// MaxConcurrentStreams bounds the calls in flight on one connection;
 	// every blocked GetAllocs holds one (4096).
 	MaxConcurrentStreams uint32
+	// LeaderHoldTimeout is how long a call that needs the leader waits for
+	// one during an election before failing UNAVAILABLE (5s).
+	LeaderHoldTimeout time.Duration
 }
 
 const (
@@ -47,6 +50,7 @@ var serviceNames = []string{
 	droverv1.AllocService_ServiceDesc.ServiceName,
 	droverv1.EvalService_ServiceDesc.ServiceName,
 	droverv1.EventService_ServiceDesc.ServiceName,
+	droverv1.OperatorService_ServiceDesc.ServiceName,
 }
 
 // Server is the gRPC server of one drover server: the drover services,
@@ -55,12 +59,14 @@ type Server struct {
 	grpc     *grpc.Server
 	health   *health.Server
 	services *services
+	forward  *forwarder
 	cancel   context.CancelFunc
 }
 
 // services holds what every service implementation shares.
 type services struct {
 	backend       Backend
+	cluster       Cluster
 	logger        *slog.Logger
 	reports       *committer[*droverv1.NodeAllocUpdates]
 	registrations *committer[*droverv1.Node]
@@ -70,8 +76,9 @@ type services struct {
 }
 
 // NewServer builds the gRPC server with every service registered. Health
-// starts NOT_SERVING for the drover services until SetServing(true).
-func NewServer(b Backend, cfg Config) *Server {
+// starts NOT_SERVING for the drover services until SetServing(true); the
+// cluster service, which servers use to form a cluster, always serves.
+func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -84,7 +91,8 @@ func NewServer(b Backend, cfg Config) *Server {
 		}
 		cancel()
 	}()
-	svc := &services{backend: b, logger: logger, shutdown: shutdown}
+	svc := &services{backend: b, cluster: c, logger: logger, shutdown: shutdown}
+	fwd := newForwarder(c, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout))
 	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.Error("panic in RPC handler", "panic", p)
@@ -99,7 +107,7 @@ func NewServer(b Backend, cfg Config) *Server {
 		// agent's connection is closed, and allow agents' own pings.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, fwd.unary),
 		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors),
 	)
 	droverv1.RegisterNodeServiceServer(gs, &nodeService{services: svc})
@@ -107,6 +115,8 @@ func NewServer(b Backend, cfg Config) *Server {
 	droverv1.RegisterAllocServiceServer(gs, &allocService{services: svc})
 	droverv1.RegisterEvalServiceServer(gs, &evalService{services: svc})
 	droverv1.RegisterEventServiceServer(gs, &eventService{services: svc})
+	droverv1.RegisterClusterServiceServer(gs, &clusterService{services: svc})
+	droverv1.RegisterOperatorServiceServer(gs, &operatorService{services: svc})
 
 	hs := health.NewServer()
 	for _, name := range serviceNames {
@@ -114,7 +124,7 @@ func NewServer(b Backend, cfg Config) *Server {
 	}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return &Server{grpc: gs, health: hs, services: svc, cancel: cancel}
+	return &Server{grpc: gs, health: hs, services: svc, forward: fwd, cancel: cancel}
 }
 
 // Serve accepts connections on l until Stop.
@@ -154,6 +164,7 @@ func (s *Server) Stop(ctx context.Context) {
 		s.grpc.Stop()
 		<-done
 	}
+	s.forward.close()
 }
 
 func (s *services) unaryErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

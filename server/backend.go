@@ -74,8 +74,5 @@ func (s *Server) HeartbeatTTL() time.Duration {
 	return s.cfg.Heartbeat.TTL(s.state.NodeCount())
 }
 
-// Servers lists the servers' RPC addresses.
-func (s *Server) Servers() []string { return []string{s.rpcAddr} }
-
 // ShutdownCh is closed when the server begins to shut down.
 func (s *Server) ShutdownCh() <-chan struct{} { return s.shutdownCh }

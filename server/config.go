@@ -24,6 +24,14 @@ type Config struct {
 	// Bootstrap makes a server with no raft state bootstrap a cluster of
 	// just itself. A server with state never bootstraps again.
 	Bootstrap bool
+	// BootstrapExpect is the number of servers of a new cluster. A server
+	// with no raft state asks the Join addresses for their raft ids and
+	// addresses and bootstraps once it knows exactly this many servers
+	// without state. Zero means the server joins an existing cluster.
+	BootstrapExpect int
+	// Join lists gRPC addresses of other servers, used to form a cluster
+	// (with BootstrapExpect) or to join a running one.
+	Join []string
 	// RPCAddr is the gRPC listen address (127.0.0.1:4650); port 0 picks a
 	// free port.
 	RPCAddr string
@@ -56,6 +64,35 @@ type Config struct {
 	// ShutdownTimeout bounds how long calls in flight may take to finish
 	// when the server stops (10s).
 	ShutdownTimeout time.Duration
+	// LeaderHoldTimeout is how long a call that needs the leader waits for
+	// one during an election before failing UNAVAILABLE (5s).
+	LeaderHoldTimeout time.Duration
+	// Autopilot tunes server health tracking and dead-server cleanup.
+	Autopilot AutopilotConfig
+}
+
+// AutopilotConfig tunes raft-autopilot on the leader.
+type AutopilotConfig struct {
+	// CleanupDeadServers removes servers that stayed unreachable for
+	// DeadServerAfter from the raft configuration, as long as quorum allows
+	// (true).
+	CleanupDeadServers bool
+	// DeadServerAfter is how long a server must be unreachable to count as
+	// failed (5m).
+	DeadServerAfter time.Duration
+	// ServerStabilizationTime is how long a joining server must be healthy
+	// before it is promoted to voter (10s).
+	ServerStabilizationTime time.Duration
+	// LastContactThreshold is the longest a healthy follower may go without
+	// contact from the leader (200ms).
+	LastContactThreshold time.Duration
+	// MaxTrailingLogs is how many entries a healthy follower may lag (250).
+	MaxTrailingLogs uint64
+	// UpdateInterval is how often server health is measured (2s), and
+	// ReconcileInterval how often promotions and removals are decided
+	// (10s).
+	UpdateInterval    time.Duration
+	ReconcileInterval time.Duration
 }
 
 // DefaultConfig returns the configuration of a server on loopback with the
@@ -72,6 +109,16 @@ func DefaultConfig() Config {
 		SnapshotInterval:         2 * time.Minute,
 		TrailingLogs:             10240,
 		ShutdownTimeout:          10 * time.Second,
+		LeaderHoldTimeout:        5 * time.Second,
+		Autopilot: AutopilotConfig{
+			CleanupDeadServers:      true,
+			DeadServerAfter:         5 * time.Minute,
+			ServerStabilizationTime: 10 * time.Second,
+			LastContactThreshold:    200 * time.Millisecond,
+			MaxTrailingLogs:         250,
+			UpdateInterval:          2 * time.Second,
+			ReconcileInterval:       10 * time.Second,
+		},
 	}
 }
 
@@ -97,8 +144,34 @@ func (c *Config) Validate() error {
 	if c.ApplyTimeout <= 0 {
 		errs = append(errs, errors.New("apply timeout: must be positive"))
 	}
+	errs = append(errs, c.validateCluster()...)
 	if c.UpdateAllocBatchInterval <= 0 {
 		errs = append(errs, errors.New("update alloc batch interval: must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// validateCluster checks the settings that form or join a cluster.
+func (c *Config) validateCluster() []error {
+	var errs []error
+	switch {
+	case c.BootstrapExpect < 0:
+		errs = append(errs, errors.New("bootstrap expect: must not be negative"))
+	case c.BootstrapExpect > 0 && (c.Bootstrap || c.Dev):
+		errs = append(errs, errors.New("bootstrap expect: cannot be combined with bootstrap or dev mode"))
+	case c.BootstrapExpect > 1 && len(c.Join) == 0:
+		errs = append(errs, fmt.Errorf("bootstrap expect %d: needs the other servers' addresses in join", c.BootstrapExpect))
+	}
+	for _, addr := range c.Join {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("join address %q: %w", addr, err))
+		}
+	}
+	if c.LeaderHoldTimeout <= 0 {
+		errs = append(errs, errors.New("leader hold timeout: must be positive"))
+	}
+	if c.Autopilot.DeadServerAfter <= 0 || c.Autopilot.ServerStabilizationTime < 0 {
+		errs = append(errs, errors.New("autopilot: dead server time must be positive and stabilization time not negative"))
+	}
+	return errs
 }

@@ -91,7 +91,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 }
 
 // waitForSnapshot waits until raft has written a snapshot in the data dir.
-func waitForSnapshot(t *testing.T, dataDir string) {
+func waitForSnapshot(t testing.TB, dataDir string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
@@ -24,12 +23,9 @@ import (
 	"github.com/droverhq/drover/fsm/events"
 	"github.com/droverhq/drover/fsm/state"
 	"github.com/droverhq/drover/rpc"
+	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/raftnode"
 )
-
-// barrierTimeout bounds the wait of a new leader for its state to catch up
-// with every entry committed before it took over.
-const barrierTimeout = time.Minute
 
 // Server is one running drover server.
 type Server struct {
@@ -48,7 +44,14 @@ type Server struct {
 	// established is set while this server is leader and has applied every
 	// entry committed before it became leader.
 	established atomic.Bool
+	leader      *leadership
+	autopilot   *autopilot.Autopilot
+	peers       *peers
+	forming     forming
 
+	// lifetime ends when shutdown begins; background loops run under it.
+	lifetime     context.Context
+	endLifetime  context.CancelFunc
 	shutdownCh   chan struct{}
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -65,7 +68,8 @@ func New(cfg Config) (s *Server, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s = &Server{cfg: cfg, logger: logger, shutdownCh: make(chan struct{})}
+	s = &Server{cfg: cfg, logger: logger, shutdownCh: make(chan struct{}), leader: newLeadership(), peers: newPeers()}
+
 	// Undo what was started if a later step fails.
 	var cleanups []func()
 	defer func() {
@@ -75,6 +79,8 @@ func New(cfg Config) (s *Server, err error) {
 			}
 		}
 	}()
+	s.lifetime, s.endLifetime = context.WithCancel(context.Background())
+	cleanups = append(cleanups, s.endLifetime, s.peers.close)
 
 	if s.dataDir, err = openDataDir(cfg); err != nil {
 		return nil, err
@@ -119,11 +125,15 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	cleanups = append(cleanups, func() { _ = s.raft.Shutdown() })
 
-	s.rpc = rpc.NewServer(s, rpc.Config{
+	s.rpc = rpc.NewServer(s, s, rpc.Config{
 		Logger:                   s.logger.With("component", "rpc"),
 		UpdateAllocBatchInterval: cfg.UpdateAllocBatchInterval,
+		LeaderHoldTimeout:        cfg.LeaderHoldTimeout,
 	})
+	s.autopilot = s.newAutopilot()
+	s.leader.duties = s.leaderDuties()
 	s.start()
+	s.startClustering()
 	if err := s.writeInfoFile(); err != nil {
 		_ = s.Shutdown(context.Background())
 		return nil, err
@@ -152,44 +162,6 @@ func (s *Server) start() {
 	}()
 }
 
-// monitorLeadership follows this server's leadership and the cluster's
-// leader, and keeps health checks in step with them.
-func (s *Server) monitorLeadership(observations <-chan raft.Observation) {
-	for {
-		select {
-		case isLeader := <-s.raft.LeaderNotify():
-			if isLeader {
-				s.establishLeadership()
-			} else {
-				s.established.Store(false)
-				s.logger.Info("lost leadership")
-			}
-		case <-observations:
-		case <-s.shutdownCh:
-			return
-		}
-		s.updateHealth()
-	}
-}
-
-// establishLeadership waits until this new leader has applied everything
-// committed before it took over, so that it answers from complete state.
-func (s *Server) establishLeadership() {
-	if err := s.raft.Raft().Barrier(barrierTimeout).Error(); err != nil {
-		s.logger.Error("new leader could not catch up with the log; not serving", "err", err)
-		return
-	}
-	s.established.Store(true)
-	s.logger.Info("established leadership", "index", s.state.LatestIndex())
-}
-
-// updateHealth reports the drover services serving while a leader is known
-// and, on the leader, once it has caught up.
-func (s *Server) updateHealth() {
-	isLeader := s.raft.Raft().State() == raft.Leader
-	s.rpc.SetServing(s.KnownLeader() && (!isLeader || s.established.Load()))
-}
-
 // Shutdown stops the server: health turns NOT_SERVING, blocking queries and
 // streams return, calls in flight get until ctx ends (or ShutdownTimeout)
 // to finish, then raft shuts down and releases the data dir. A dev server's
@@ -197,7 +169,10 @@ func (s *Server) updateHealth() {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {
 		s.logger.Info("shutting down")
+		s.rpc.SetServing(false)
+		s.handOffLeadership()
 		close(s.shutdownCh)
+		s.endLifetime()
 		timeout := s.cfg.ShutdownTimeout
 		if timeout <= 0 {
 			timeout = DefaultConfig().ShutdownTimeout
@@ -210,6 +185,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		s.events.Close()
+		s.peers.close()
 		s.wg.Wait()
 		if s.cfg.Dev {
 			if err := os.RemoveAll(s.dataDir); err != nil {

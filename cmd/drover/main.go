@@ -19,6 +19,9 @@ func main() {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(2)
+	case cli.Reported(err):
+		// The command has already said what went wrong.
+		os.Exit(1)
 	default:
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

@@ -23,6 +23,8 @@ func (s *Snapshot) Digest() map[string]string {
 		TableJobVersions: digestOf(s.AllJobVersions()),
 		TableAllocs:      digestOf(s.Allocs()),
 		TableEvals:       digestOf(s.Evals()),
+		TableServers:     digestOf(s.Servers()),
+		TableJobRequests: digestOf(s.JobRequestResults()),
 		TableIndex:       hex.EncodeToString(indexes.Sum(nil)),
 	}
 }

@@ -56,6 +56,38 @@ func stringKey(s string) []byte {
 	return b
 }
 
+// int64Index indexes an int64 returned by get, such as a time, as 8 bytes
+// that sort in numeric order, so that a scan of the index runs from the
+// lowest value up.
+type int64Index[T any] struct {
+	get func(T) int64
+}
+
+func (ix int64Index[T]) FromObject(obj any) (bool, []byte, error) {
+	o, ok := obj.(T)
+	if !ok {
+		return false, nil, fmt.Errorf("int64 index: unexpected object %T", obj)
+	}
+	return true, int64Key(ix.get(o)), nil
+}
+
+func (ix int64Index[T]) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("int64 index: want one argument, got %d", len(args))
+	}
+	n, ok := args[0].(int64)
+	if !ok {
+		return nil, fmt.Errorf("int64 index: want an int64 argument, got %T", args[0])
+	}
+	return int64Key(n), nil
+}
+
+// int64Key is n big-endian with the sign bit flipped, so that negative
+// numbers sort before positive ones.
+func int64Key(n int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(n)^(1<<63))
+}
+
 // uuidIndex indexes a canonical lowercase UUID string as its 16 bytes. The
 // binary key is less than half the size of the text key, which matters for
 // the allocation table: one entry per allocation. Byte order equals the order

@@ -2,22 +2,55 @@ package state
 
 import (
 	"fmt"
+	"time"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// UpsertJob applies a JobRegisterEntry: the job and the evaluation that
-// schedules it, in one transaction. A changed specification becomes a new
-// version; an unchanged one leaves the job as it is and only adds the
-// evaluation.
+// JobRequestRetention is how long the result of a job write that carried a
+// request id is kept. A retry with the same request id within it gets the
+// first result and applies nothing; after it the request id is forgotten.
+// Results are dropped by later job writes, measured in the entries' own
+// times, so every server drops the same results at the same index.
+const JobRequestRetention = 15 * time.Minute
+
+// UpsertJob applies a JobRegisterEntry exactly as ApplyJobRegister does,
+// for callers that do not need the request's result.
 func (s *StateStore) UpsertJob(index uint64, e *droverv1.JobRegisterEntry) ([]Change, error) {
-	return s.write(index, func(tx *txn) error { return tx.upsertJob(e) })
+	_, changes, err := s.ApplyJobRegister(index, e)
+	return changes, err
 }
 
-func (tx *txn) upsertJob(e *droverv1.JobRegisterEntry) error {
+// ApplyJobRegister applies a JobRegisterEntry: the job and the evaluation
+// that schedules it, in one transaction. A changed specification becomes a
+// new version; an unchanged one leaves the job as it is and only adds the
+// evaluation.
+//
+// If the entry carries a request id already applied within
+// JobRequestRetention, nothing is written and the stored result of the
+// first application is returned. Otherwise the result describes this
+// application (it is built even without a request id) and, with a request
+// id, is stored for later retries. The result is shared with the store:
+// callers must not modify it.
+func (s *StateStore) ApplyJobRegister(index uint64, e *droverv1.JobRegisterEntry) (*droverv1.JobRequestResult, []Change, error) {
+	var res *droverv1.JobRequestResult
+	changes, err := s.write(index, func(tx *txn) error {
+		var err error
+		res, err = tx.jobRequestOnce(e.GetRequestId(), e.GetSubmittedAt(), e.GetEval(), func() (*droverv1.Job, error) { return tx.upsertJob(e) })
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, changes, nil
+}
+
+// upsertJob writes the job and its evaluation and returns the job as
+// stored.
+func (tx *txn) upsertJob(e *droverv1.JobRegisterEntry) (*droverv1.Job, error) {
 	j := e.GetJob()
 	if j == nil || j.GetId() == "" {
-		return invalidEntry("job registration without a job")
+		return nil, invalidEntry("job registration without a job")
 	}
 	old := tx.job(j.GetId())
 	current := old
@@ -34,23 +67,46 @@ func (tx *txn) upsertJob(e *droverv1.JobRegisterEntry) error {
 		j.SubmitTime = e.GetSubmittedAt()
 		j.Status = jobStatus(j, tx.jobSet(j.GetId()))
 		if err := tx.putJobVersion(j); err != nil {
-			return err
+			return nil, err
 		}
 		current = j
 	}
-	return tx.upsertJobEval(e.GetEval(), current)
+	if err := tx.upsertJobEval(e.GetEval(), current); err != nil {
+		return nil, err
+	}
+	return current, nil
 }
 
-// DeregisterJob applies a JobDeregisterEntry: the job is marked stopped
-// (a new version) and the evaluation that stops its allocations is written.
+// DeregisterJob applies a JobDeregisterEntry exactly as ApplyJobDeregister
+// does, for callers that do not need the request's result.
 func (s *StateStore) DeregisterJob(index uint64, e *droverv1.JobDeregisterEntry) ([]Change, error) {
-	return s.write(index, func(tx *txn) error { return tx.deregisterJob(e) })
+	_, changes, err := s.ApplyJobDeregister(index, e)
+	return changes, err
 }
 
-func (tx *txn) deregisterJob(e *droverv1.JobDeregisterEntry) error {
+// ApplyJobDeregister applies a JobDeregisterEntry: the job is marked
+// stopped (a new version) and the evaluation that stops its allocations is
+// written. A request id is handled as in ApplyJobRegister: an id applied
+// within JobRequestRetention writes nothing and returns the first result.
+func (s *StateStore) ApplyJobDeregister(index uint64, e *droverv1.JobDeregisterEntry) (*droverv1.JobRequestResult, []Change, error) {
+	var res *droverv1.JobRequestResult
+	changes, err := s.write(index, func(tx *txn) error {
+		var err error
+		res, err = tx.jobRequestOnce(e.GetRequestId(), e.GetDeregisteredAt(), e.GetEval(), func() (*droverv1.Job, error) { return tx.deregisterJob(e) })
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, changes, nil
+}
+
+// deregisterJob stops the job, writes its evaluation and returns the job as
+// stored.
+func (tx *txn) deregisterJob(e *droverv1.JobDeregisterEntry) (*droverv1.Job, error) {
 	old := tx.job(e.GetJobId())
 	if old == nil {
-		return fmt.Errorf("deregister job %q: %w", e.GetJobId(), ErrNotFound)
+		return nil, fmt.Errorf("deregister job %q: %w", e.GetJobId(), ErrNotFound)
 	}
 	current := old
 	if !old.GetStop() {
@@ -62,11 +118,87 @@ func (tx *txn) deregisterJob(e *droverv1.JobDeregisterEntry) error {
 		j.SubmitTime = e.GetDeregisteredAt()
 		j.Status = droverv1.JobStatus_JOB_STATUS_DEAD
 		if err := tx.putJobVersion(j); err != nil {
-			return err
+			return nil, err
 		}
 		current = j
 	}
-	return tx.upsertJobEval(e.GetEval(), current)
+	if err := tx.upsertJobEval(e.GetEval(), current); err != nil {
+		return nil, err
+	}
+	return current, nil
+}
+
+// jobRequestOnce runs apply, a job write whose evaluation is eval, at most
+// once per request id. A request id with a live stored result (applied
+// within JobRequestRetention of at) makes it write nothing and return that
+// result. Otherwise it drops the results that expired by at, runs apply and
+// returns the result of this write, stored when requestID is set.
+func (tx *txn) jobRequestOnce(requestID string, at int64, eval *droverv1.Evaluation, apply func() (*droverv1.Job, error)) (*droverv1.JobRequestResult, error) {
+	cutoff, prune := jobRequestCutoff(at)
+	if requestID != "" {
+		if prev := tx.jobRequest(requestID); prev != nil && (!prune || prev.GetAppliedAt() >= cutoff) {
+			return prev, nil
+		}
+	}
+	if prune {
+		if err := tx.pruneJobRequests(cutoff); err != nil {
+			return nil, err
+		}
+	}
+	job, err := apply()
+	if err != nil {
+		return nil, err
+	}
+	res := &droverv1.JobRequestResult{
+		RequestId:      requestID,
+		Index:          tx.index,
+		JobId:          job.GetId(),
+		EvalId:         eval.GetId(),
+		JobVersion:     job.GetVersion(),
+		JobModifyIndex: job.GetJobModifyIndex(),
+		AppliedAt:      at,
+	}
+	if requestID != "" {
+		if err := tx.insert(TableJobRequests, res); err != nil {
+			return nil, fmt.Errorf("store result of request %q for job %q: %w", requestID, job.GetId(), err)
+		}
+	}
+	return res, nil
+}
+
+// jobRequestCutoff is the applied_at time before which results have expired
+// for an entry at time at. It is false when at is so early that nothing can
+// have expired (the subtraction would overflow).
+func jobRequestCutoff(at int64) (int64, bool) {
+	cutoff := at - int64(JobRequestRetention)
+	return cutoff, cutoff < at
+}
+
+// pruneJobRequests deletes the stored results applied before cutoff. It
+// walks the applied_at index from the oldest and stops at the first result
+// still live, so its cost is the number of results it deletes: each stored
+// result is deleted once.
+func (tx *txn) pruneJobRequests(cutoff int64) error {
+	it, err := tx.db.Get(TableJobRequests, indexAppliedAt)
+	if err != nil {
+		return fmt.Errorf("scan %s by %s: %w", TableJobRequests, indexAppliedAt, err)
+	}
+	var expired []*droverv1.JobRequestResult
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		r := obj.(*droverv1.JobRequestResult)
+		if r.GetAppliedAt() >= cutoff {
+			break
+		}
+		expired = append(expired, r)
+	}
+	// Delete after the scan: a write transaction's iterator must not
+	// outlive changes to the table.
+	for _, r := range expired {
+		if err := tx.delete(TableJobRequests, r); err != nil {
+			return fmt.Errorf("drop expired result of request %q: %w", r.GetRequestId(), err)
+		}
+	}
+	return nil
 }
 
 // putJobVersion stores j as the job's current version and in the version

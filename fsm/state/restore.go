@@ -60,6 +60,15 @@ func (r *Restorer) Alloc(a *droverv1.Allocation) error {
 // Eval restores an evaluation.
 func (r *Restorer) Eval(e *droverv1.Evaluation) error { return r.tx.insert(TableEvals, e) }
 
+// Server restores a server's record.
+func (r *Restorer) Server(m *droverv1.ServerMember) error { return r.tx.insert(TableServers, m) }
+
+// JobRequestResult restores the stored result of a job write that carried
+// a request id.
+func (r *Restorer) JobRequestResult(res *droverv1.JobRequestResult) error {
+	return r.tx.insert(TableJobRequests, res)
+}
+
 // TableIndex restores the index of the last write to a table.
 func (r *Restorer) TableIndex(table string, index uint64) error {
 	if err := r.tx.db.Insert(TableIndex, &tableIndex{table: table, index: index}); err != nil {

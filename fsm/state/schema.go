@@ -13,6 +13,11 @@ const (
 	TableJobVersions = "job_versions"
 	TableAllocs      = "allocs"
 	TableEvals       = "evals"
+	TableServers     = "servers"
+	// TableJobRequests holds the results of job writes that carried a
+	// request id, kept for JobRequestRetention so retries are not applied
+	// twice.
+	TableJobRequests = "job_requests"
 	TableIndex       = "index"
 
 	// Derived tables, rebuilt from the allocations on restore and never
@@ -23,8 +28,9 @@ const (
 
 // Index names.
 const (
-	indexID  = "id"
-	indexJob = "job"
+	indexID        = "id"
+	indexJob       = "job"
+	indexAppliedAt = "applied_at"
 )
 
 // jobVersion wraps a job stored as one of its versions. The wrapper keeps
@@ -78,6 +84,19 @@ func schema() *memdb.DBSchema {
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID:  {Name: indexID, Unique: true, Indexer: uuidIndex[*droverv1.Evaluation]{get: (*droverv1.Evaluation).GetId}},
 				indexJob: {Name: indexJob, Indexer: stringIndex[*droverv1.Evaluation]{get: (*droverv1.Evaluation).GetJobId}},
+			},
+		},
+		TableServers: {
+			Name: TableServers,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.ServerMember]{get: (*droverv1.ServerMember).GetId}},
+			},
+		},
+		TableJobRequests: {
+			Name: TableJobRequests,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID:        {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.JobRequestResult]{get: (*droverv1.JobRequestResult).GetRequestId}},
+				indexAppliedAt: {Name: indexAppliedAt, Indexer: int64Index[*droverv1.JobRequestResult]{get: (*droverv1.JobRequestResult).GetAppliedAt}},
 			},
 		},
 		TableIndex: {

@@ -326,3 +326,25 @@ func (s *Snapshot) ListEvals(p Page) ([]*droverv1.Evaluation, string) {
 func (s *Snapshot) EvalsByJob(jobID string) iter.Seq[*droverv1.Evaluation] {
 	return all[*droverv1.Evaluation](s, TableEvals, indexJob, jobID)
 }
+
+// ServerByID returns the server's record, or nil.
+func (s *Snapshot) ServerByID(id string) *droverv1.ServerMember {
+	return first[*droverv1.ServerMember](s, TableServers, indexID, id)
+}
+
+// Servers iterates all server records in id order.
+func (s *Snapshot) Servers() iter.Seq[*droverv1.ServerMember] {
+	return all[*droverv1.ServerMember](s, TableServers, indexID)
+}
+
+// JobRequestResult returns the stored result of the job write that carried
+// requestID, or nil if there is none (never seen, or expired and dropped).
+func (s *Snapshot) JobRequestResult(requestID string) *droverv1.JobRequestResult {
+	return first[*droverv1.JobRequestResult](s, TableJobRequests, indexID, requestID)
+}
+
+// JobRequestResults iterates all stored job request results in request id
+// order.
+func (s *Snapshot) JobRequestResults() iter.Seq[*droverv1.JobRequestResult] {
+	return all[*droverv1.JobRequestResult](s, TableJobRequests, indexID)
+}

@@ -10,8 +10,8 @@ import (
 
 // Change is an object a write created or updated (Object is the new version)
 // or deleted (Deleted is set and Object is the last version). Object is one
-// of *droverv1.Node, *Job, *Allocation or *Evaluation. The FSM turns changes
-// into events.
+// of *droverv1.Node, *Job, *Allocation, *Evaluation or *ServerMember. The
+// FSM turns changes into events.
 type Change struct {
 	Table   string
 	Object  any
@@ -86,6 +86,15 @@ func (tx *txn) insert(table string, obj any) error {
 	return nil
 }
 
+// delete removes obj from table.
+func (tx *txn) delete(table string, obj any) error {
+	if err := tx.db.Delete(table, obj); err != nil {
+		return fmt.Errorf("delete from %s: %w", table, err)
+	}
+	tx.tables[table] = struct{}{}
+	return nil
+}
+
 // finish writes what the transaction's changes imply: the node and job
 // allocation sets, job statuses that follow from them, and the index table.
 func (tx *txn) finish() error {
@@ -109,7 +118,7 @@ func (tx *txn) changes() []Change {
 	var out []Change
 	for _, ch := range tx.db.Changes() {
 		switch ch.Table {
-		case TableNodes, TableJobs, TableAllocs, TableEvals:
+		case TableNodes, TableJobs, TableAllocs, TableEvals, TableServers:
 		default:
 			continue
 		}
@@ -151,3 +160,9 @@ func (tx *txn) jobVersion(id string, version uint64) *droverv1.Job {
 	return nil
 }
 func (tx *txn) jobSet(id string) *allocSet { return get[*allocSet](tx, tableJobAllocs, id) }
+func (tx *txn) server(id string) *droverv1.ServerMember {
+	return get[*droverv1.ServerMember](tx, TableServers, id)
+}
+func (tx *txn) jobRequest(requestID string) *droverv1.JobRequestResult {
+	return get[*droverv1.JobRequestResult](tx, TableJobRequests, requestID)
+}

@@ -5,8 +5,11 @@ package testserver
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -57,7 +60,22 @@ func start(t testing.TB, cfg server.Config) *Server {
 	t.Cleanup(func() { s.stop(t) })
 	s.Conn = Dial(t, srv.RPCAddr())
 	WaitServing(t, s.Conn)
+	s.waitRecorded(t)
 	return s
+}
+
+// waitRecorded waits until the server's state records the server itself.
+// A server announces itself with a raft write after it starts; tests that
+// compare indexes must not see that write land in the middle.
+func (s *Server) waitRecorded(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	for s.State().Snapshot().ServerByID(s.ID()) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s did not record itself within %s", s.ID(), startTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (s *Server) stop(t testing.TB) {
@@ -76,6 +94,21 @@ func (s *Server) Restart(t testing.TB) *Server {
 	cfg := s.Config
 	cfg.RaftAddr = s.RaftAddr()
 	s.stop(t)
+	return start(t, cfg)
+}
+
+// Wipe shuts the server down, deletes its data dir and starts it again
+// with the same id and addresses, as a server whose disk was replaced
+// would come back. It must catch up from the other servers.
+func (s *Server) Wipe(t testing.TB) *Server {
+	t.Helper()
+	cfg := s.Config
+	cfg.RaftAddr = s.RaftAddr()
+	cfg.ServerID = s.ID()
+	s.stop(t)
+	if err := os.RemoveAll(cfg.DataDir); err != nil {
+		t.Fatalf("wipe data dir: %v", err)
+	}
 	return start(t, cfg)
 }
 
@@ -113,4 +146,60 @@ func WaitServing(t testing.TB, conn *grpc.ClientConn) {
 			return
 		}
 	}
+}
+
+// StartCluster runs n in-process servers that form a cluster through
+// -bootstrap-expect and -join, as separate processes would, and waits until
+// every one reports healthy. Options adjust each server's configuration.
+func StartCluster(t testing.TB, n int, opts ...func(*server.Config)) []*Server {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = FreeAddr(t)
+	}
+	servers := make([]*Server, n)
+	for i := range servers {
+		cfg := server.DefaultConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.ServerID = fmt.Sprintf("s%d", i+1)
+		cfg.RPCAddr = addrs[i]
+		cfg.RaftAddr = "127.0.0.1:0"
+		cfg.BootstrapExpect = n
+		cfg.Join = addrs
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		for _, o := range opts {
+			o(&cfg)
+		}
+		srv, err := server.New(cfg)
+		if err != nil {
+			t.Fatalf("start server %s: %v", cfg.ServerID, err)
+		}
+		s := &Server{Server: srv, Config: cfg}
+		t.Cleanup(func() { s.stop(t) })
+		s.Conn = Dial(t, srv.RPCAddr())
+		servers[i] = s
+	}
+	for _, s := range servers {
+		WaitServing(t, s.Conn)
+	}
+	for _, s := range servers {
+		s.waitRecorded(t)
+	}
+	return servers
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, for configurations that must name other servers' addresses before
+// they start.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	return addr
 }

@@ -310,6 +310,29 @@ func (t *tcpStreamLayer) Addr() net.Addr { return t.advertise }
 // Raft returns the raft instance.
 func (n *Node) Raft() *raft.Raft { return n.raft }
 
+// HasState reports whether this server belongs to a cluster: it found raft
+// state on disk, bootstrapped, or received a configuration from a leader.
+// A server with state must never bootstrap.
+func (n *Node) HasState() bool {
+	future := n.raft.GetConfiguration()
+	if err := future.Error(); err != nil {
+		// Only a shut-down raft fails here; claiming state is the safe
+		// answer, since it keeps the server from bootstrapping.
+		return true
+	}
+	return len(future.Configuration().Servers) > 0
+}
+
+// BootstrapCluster bootstraps a server with no raft state into the given
+// configuration. Every server of a new cluster may bootstrap with the same
+// configuration; raft refuses (raft.ErrCantBootstrap) when there is state.
+func (n *Node) BootstrapCluster(servers []raft.Server) error {
+	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		return fmt.Errorf("raftnode %s: bootstrap %d servers: %w", n.id, len(servers), err)
+	}
+	return nil
+}
+
 // LeaderNotify delivers leadership transitions of this server: true when it
 // became leader, false when it stopped being leader. It is raft's NotifyCh with
 // a buffer; raft blocks its leader loop when the buffer is full, so it must be

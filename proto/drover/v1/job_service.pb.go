@@ -23,8 +23,12 @@ const (
 
 // RegisterJobRequest submits a job specification.
 type RegisterJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// Idempotency key chosen by the client (a UUID), the same on every retry
+	// of one write. A request id the cluster applied in the last 15 minutes
+	// returns the first answer again instead of writing a second time.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -64,6 +68,13 @@ func (x *RegisterJobRequest) GetJob() *Job {
 		return x.Job
 	}
 	return nil
+}
+
+func (x *RegisterJobRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // RegisterJobResponse names the evaluation that will schedule the job.
@@ -139,8 +150,10 @@ func (x *RegisterJobResponse) GetIndex() uint64 {
 
 // DeregisterJobRequest stops a job.
 type DeregisterJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Idempotency key, as in RegisterJobRequest.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +191,13 @@ func (*DeregisterJobRequest) Descriptor() ([]byte, []int) {
 func (x *DeregisterJobRequest) GetJobId() string {
 	if x != nil {
 		return x.JobId
+	}
+	return ""
+}
+
+func (x *DeregisterJobRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -704,17 +724,21 @@ var File_drover_v1_job_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_job_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdrover/v1/job_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x15drover/v1/query.proto\"6\n" +
+	"\x1bdrover/v1/job_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x15drover/v1/query.proto\"U\n" +
 	"\x12RegisterJobRequest\x12 \n" +
-	"\x03job\x18\x01 \x01(\v2\x0e.drover.v1.JobR\x03job\"\x8f\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0e.drover.v1.JobR\x03job\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\x8f\x01\n" +
 	"\x13RegisterJobResponse\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1f\n" +
 	"\vjob_version\x18\x02 \x01(\x04R\n" +
 	"jobVersion\x12(\n" +
 	"\x10job_modify_index\x18\x03 \x01(\x04R\x0ejobModifyIndex\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\x04R\x05index\"-\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\"L\n" +
 	"\x14DeregisterJobRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"F\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"F\n" +
 	"\x15DeregisterJobResponse\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"U\n" +

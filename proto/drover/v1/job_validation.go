@@ -13,7 +13,26 @@ func (r *RegisterJobRequest) Validate() error {
 		return v.err()
 	}
 	validateJob(&v, r.GetJob())
+	validateRequestID(&v, r.GetRequestId())
 	return v.err()
+}
+
+// maxRequestIDLen bounds a client's idempotency key.
+const maxRequestIDLen = 128
+
+// validateRequestID checks an optional idempotency key: at most
+// maxRequestIDLen bytes of printable ASCII without spaces.
+func validateRequestID(v *violations, id string) {
+	if len(id) > maxRequestIDLen {
+		v.add("request_id", "must be at most %d bytes", maxRequestIDLen)
+		return
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' {
+			v.add("request_id", "must be printable ASCII without spaces (byte %d is %#02x)", i, c)
+			return
+		}
+	}
 }
 
 func validateJob(v *violations, j *Job) {
@@ -231,6 +250,7 @@ func validateReschedulePolicy(v *violations, field string, rp *ReschedulePolicy)
 func (r *DeregisterJobRequest) Validate() error {
 	var v violations
 	v.identifier("job_id", r.GetJobId())
+	validateRequestID(&v, r.GetRequestId())
 	return v.err()
 }
 

@@ -18,6 +18,8 @@ const (
 	MessageTypeJobDeregister     MessageType = 5 // JobDeregisterEntry
 	MessageTypeEvalUpdate        MessageType = 6 // EvalUpdateEntry
 	MessageTypePlanResult        MessageType = 7 // PlanResultEntry
+	MessageTypeServerUpsert      MessageType = 8 // ServerUpsertEntry
+	MessageTypeServerRemove      MessageType = 9 // ServerRemoveEntry
 
 	// IgnoreUnknownTypeFlag is set on message types that older servers may
 	// skip when they do not know them.
@@ -44,6 +46,10 @@ func (t MessageType) String() string {
 		return "EvalUpdate"
 	case MessageTypePlanResult:
 		return "PlanResult"
+	case MessageTypeServerUpsert:
+		return "ServerUpsert"
+	case MessageTypeServerRemove:
+		return "ServerRemove"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }

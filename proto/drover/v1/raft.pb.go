@@ -301,7 +301,11 @@ type JobRegisterEntry struct {
 	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	Eval  *Evaluation            `protobuf:"bytes,2,opt,name=eval,proto3" json:"eval,omitempty"`
 	// Unix nanoseconds.
-	SubmittedAt   int64 `protobuf:"varint,3,opt,name=submitted_at,json=submittedAt,proto3" json:"submitted_at,omitempty"`
+	SubmittedAt int64 `protobuf:"varint,3,opt,name=submitted_at,json=submittedAt,proto3" json:"submitted_at,omitempty"`
+	// The client's idempotency key; empty when the client sent none. A
+	// request id already applied makes the entry a no-op that returns the
+	// first result.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,6 +361,13 @@ func (x *JobRegisterEntry) GetSubmittedAt() int64 {
 	return 0
 }
 
+func (x *JobRegisterEntry) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // JobDeregisterEntry marks a job stopped and writes the evaluation that
 // stops its allocations.
 type JobDeregisterEntry struct {
@@ -365,8 +376,10 @@ type JobDeregisterEntry struct {
 	Eval  *Evaluation            `protobuf:"bytes,2,opt,name=eval,proto3" json:"eval,omitempty"`
 	// Unix nanoseconds.
 	DeregisteredAt int64 `protobuf:"varint,3,opt,name=deregistered_at,json=deregisteredAt,proto3" json:"deregistered_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The client's idempotency key, as in JobRegisterEntry.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobDeregisterEntry) Reset() {
@@ -418,6 +431,13 @@ func (x *JobDeregisterEntry) GetDeregisteredAt() int64 {
 		return x.DeregisteredAt
 	}
 	return 0
+}
+
+func (x *JobDeregisterEntry) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // EvalUpdateEntry creates or updates evaluations.
@@ -547,11 +567,101 @@ func (x *PlanResultEntry) GetAppliedAt() int64 {
 	return 0
 }
 
+// ServerUpsertEntry records a server's addresses and version.
+type ServerUpsertEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        *ServerMember          `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerUpsertEntry) Reset() {
+	*x = ServerUpsertEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerUpsertEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerUpsertEntry) ProtoMessage() {}
+
+func (x *ServerUpsertEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerUpsertEntry.ProtoReflect.Descriptor instead.
+func (*ServerUpsertEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ServerUpsertEntry) GetServer() *ServerMember {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+// ServerRemoveEntry forgets a server that left the raft configuration.
+type ServerRemoveEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerRemoveEntry) Reset() {
+	*x = ServerRemoveEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerRemoveEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerRemoveEntry) ProtoMessage() {}
+
+func (x *ServerRemoveEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerRemoveEntry.ProtoReflect.Descriptor instead.
+func (*ServerRemoveEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ServerRemoveEntry) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
 var File_drover_v1_raft_proto protoreflect.FileDescriptor
 
 const file_drover_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x14drover/v1/raft.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\x1a\x14drover/v1/plan.proto\"_\n" +
+	"\x14drover/v1/raft.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\x1a\x14drover/v1/plan.proto\x1a\x16drover/v1/server.proto\"_\n" +
 	"\x11NodeRegisterEntry\x12%\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x0f.drover.v1.NodeR\x05nodes\x12#\n" +
 	"\rregistered_at\x18\x02 \x01(\x03R\fregisteredAt\"\xb4\x02\n" +
@@ -571,15 +681,19 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"\x10NodeAllocUpdates\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x124\n" +
 	"\x06allocs\x18\x02 \x03(\v2\x1c.drover.v1.AllocClientUpdateR\x06allocs\x12+\n" +
-	"\x05evals\x18\x03 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\x82\x01\n" +
+	"\x05evals\x18\x03 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xa1\x01\n" +
 	"\x10JobRegisterEntry\x12 \n" +
 	"\x03job\x18\x01 \x01(\v2\x0e.drover.v1.JobR\x03job\x12)\n" +
 	"\x04eval\x18\x02 \x01(\v2\x15.drover.v1.EvaluationR\x04eval\x12!\n" +
-	"\fsubmitted_at\x18\x03 \x01(\x03R\vsubmittedAt\"\x7f\n" +
+	"\fsubmitted_at\x18\x03 \x01(\x03R\vsubmittedAt\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x9e\x01\n" +
 	"\x12JobDeregisterEntry\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x04eval\x18\x02 \x01(\v2\x15.drover.v1.EvaluationR\x04eval\x12'\n" +
-	"\x0fderegistered_at\x18\x03 \x01(\x03R\x0ederegisteredAt\">\n" +
+	"\x0fderegistered_at\x18\x03 \x01(\x03R\x0ederegisteredAt\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\">\n" +
 	"\x0fEvalUpdateEntry\x12+\n" +
 	"\x05evals\x18\x01 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xdb\x01\n" +
 	"\x0fPlanResultEntry\x127\n" +
@@ -588,7 +702,11 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"\aeval_id\x18\x03 \x01(\tR\x06evalId\x12+\n" +
 	"\x05evals\x18\x04 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\x12\x1d\n" +
 	"\n" +
-	"applied_at\x18\x05 \x01(\x03R\tappliedAtB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"applied_at\x18\x05 \x01(\x03R\tappliedAt\"D\n" +
+	"\x11ServerUpsertEntry\x12/\n" +
+	"\x06server\x18\x01 \x01(\v2\x17.drover.v1.ServerMemberR\x06server\"0\n" +
+	"\x11ServerRemoveEntry\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverIdB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_raft_proto_rawDescOnce sync.Once
@@ -602,7 +720,7 @@ func file_drover_v1_raft_proto_rawDescGZIP() []byte {
 	return file_drover_v1_raft_proto_rawDescData
 }
 
-var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_drover_v1_raft_proto_goTypes = []any{
 	(*NodeRegisterEntry)(nil),      // 0: drover.v1.NodeRegisterEntry
 	(*NodeStatusEntry)(nil),        // 1: drover.v1.NodeStatusEntry
@@ -612,35 +730,39 @@ var file_drover_v1_raft_proto_goTypes = []any{
 	(*JobDeregisterEntry)(nil),     // 5: drover.v1.JobDeregisterEntry
 	(*EvalUpdateEntry)(nil),        // 6: drover.v1.EvalUpdateEntry
 	(*PlanResultEntry)(nil),        // 7: drover.v1.PlanResultEntry
-	(*Node)(nil),                   // 8: drover.v1.Node
-	(NodeStatus)(0),                // 9: drover.v1.NodeStatus
-	(*NodeEvent)(nil),              // 10: drover.v1.NodeEvent
-	(*Evaluation)(nil),             // 11: drover.v1.Evaluation
-	(*AllocClientUpdate)(nil),      // 12: drover.v1.AllocClientUpdate
-	(*Job)(nil),                    // 13: drover.v1.Job
-	(*Allocation)(nil),             // 14: drover.v1.Allocation
-	(*AllocStop)(nil),              // 15: drover.v1.AllocStop
+	(*ServerUpsertEntry)(nil),      // 8: drover.v1.ServerUpsertEntry
+	(*ServerRemoveEntry)(nil),      // 9: drover.v1.ServerRemoveEntry
+	(*Node)(nil),                   // 10: drover.v1.Node
+	(NodeStatus)(0),                // 11: drover.v1.NodeStatus
+	(*NodeEvent)(nil),              // 12: drover.v1.NodeEvent
+	(*Evaluation)(nil),             // 13: drover.v1.Evaluation
+	(*AllocClientUpdate)(nil),      // 14: drover.v1.AllocClientUpdate
+	(*Job)(nil),                    // 15: drover.v1.Job
+	(*Allocation)(nil),             // 16: drover.v1.Allocation
+	(*AllocStop)(nil),              // 17: drover.v1.AllocStop
+	(*ServerMember)(nil),           // 18: drover.v1.ServerMember
 }
 var file_drover_v1_raft_proto_depIdxs = []int32{
-	8,  // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
-	9,  // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
-	10, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
-	11, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
+	10, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
+	11, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
+	12, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
+	13, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
 	3,  // 4: drover.v1.AllocClientUpdateEntry.nodes:type_name -> drover.v1.NodeAllocUpdates
-	12, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
-	11, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
-	13, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
-	11, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
-	11, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
-	11, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
-	14, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
-	15, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
-	11, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	14, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
+	13, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
+	15, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
+	13, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
+	13, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
+	13, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
+	16, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
+	17, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
+	13, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
+	18, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_raft_proto_init() }
@@ -653,13 +775,14 @@ func file_drover_v1_raft_proto_init() {
 	file_drover_v1_job_proto_init()
 	file_drover_v1_node_proto_init()
 	file_drover_v1_plan_proto_init()
+	file_drover_v1_server_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_raft_proto_rawDesc), len(file_drover_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

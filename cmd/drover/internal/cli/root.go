@@ -19,7 +19,8 @@ func Root(stdout, stderr io.Writer) *ffcli.Command {
 		ShortHelp:  "drover is a Raft-replicated control plane that decides what runs where.",
 		FlagSet:    fs,
 		Subcommands: []*ffcli.Command{
-			serverCommand(stderr),
+			withServerSubcommands(serverCommand(stderr), stdout, stderr),
+			operatorCommand(stdout, stderr),
 			versionCommand(stdout),
 		},
 		Exec: func(context.Context, []string) error { return flag.ErrHelp },

@@ -38,6 +38,21 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "raft transport listen address")
 	fs.StringVar(&cfg.AdvertiseHost, "advertise", "", "host other servers and agents reach this server on (required when listening on all interfaces)")
 	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "with no raft state, bootstrap a cluster of just this server")
+	fs.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "with no raft state, form a new cluster once this many servers (found through -join) are up")
+	fs.Func("join", "comma-separated gRPC addresses (host:port) of other servers, to form a cluster or join a running one", func(v string) error {
+		for _, addr := range strings.Split(v, ",") {
+			if addr = strings.TrimSpace(addr); addr != "" {
+				cfg.Join = append(cfg.Join, addr)
+			}
+		}
+		return nil
+	})
+	fs.DurationVar(&cfg.LeaderHoldTimeout, "leader-hold-timeout", cfg.LeaderHoldTimeout, "how long a call waits for a leader during an election before failing UNAVAILABLE")
+	fs.BoolVar(&cfg.Autopilot.CleanupDeadServers, "cleanup-dead-servers", cfg.Autopilot.CleanupDeadServers, "remove servers unreachable for -dead-server-after from the raft configuration")
+	fs.DurationVar(&cfg.Autopilot.DeadServerAfter, "dead-server-after", cfg.Autopilot.DeadServerAfter, "how long a server must be unreachable to count as failed")
+	fs.DurationVar(&cfg.Autopilot.ServerStabilizationTime, "server-stabilization-time", cfg.Autopilot.ServerStabilizationTime, "how long a joining server must be healthy before it becomes a voter")
+	fs.DurationVar(&cfg.Autopilot.UpdateInterval, "autopilot-update-interval", cfg.Autopilot.UpdateInterval, "how often the leader measures every server's health")
+	fs.DurationVar(&cfg.Autopilot.ReconcileInterval, "autopilot-reconcile-interval", cfg.Autopilot.ReconcileInterval, "how often the leader promotes stable servers and removes dead ones")
 	fs.StringVar(&cfg.InfoFile, "info-file", "", "write the server id and bound addresses to this file (JSON) once serving")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "raft entries between snapshots")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often raft checks whether to snapshot")

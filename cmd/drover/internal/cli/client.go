@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/rpc"
+)
+
+// Settings shared by every command that talks to a server.
+const (
+	// addrEnv names the environment variable read when -address is not given.
+	addrEnv = "DROVER_ADDR"
+	// defaultAddr is the server address used when neither -address nor
+	// DROVER_ADDR is set: the default -rpc-addr of `drover server`.
+	defaultAddr = "127.0.0.1:4650"
+	// defaultTimeout bounds one command's calls unless -timeout says otherwise.
+	defaultTimeout = 30 * time.Second
+)
+
+// clientOptions are the flags every client command shares.
+type clientOptions struct {
+	address string
+	timeout time.Duration
+	json    bool
+}
+
+// clientFlags defines the shared client flags on fs. withJSON adds -json,
+// which read commands (and writes that return something worth scripting
+// against) offer.
+func clientFlags(fs *flag.FlagSet, withJSON bool) *clientOptions {
+	o := &clientOptions{}
+	fs.StringVar(&o.address, "address", "", "gRPC address of a drover server (default: $"+addrEnv+", else "+defaultAddr+")")
+	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up on the server after this long; 0 waits for ever")
+	if withJSON {
+		fs.BoolVar(&o.json, "json", false, "print the server's response as JSON instead of a table")
+	}
+	return o
+}
+
+// serverAddr resolves the server address: -address, else $DROVER_ADDR, else
+// the default.
+func (o *clientOptions) serverAddr() string {
+	if o.address != "" {
+		return o.address
+	}
+	if env := strings.TrimSpace(os.Getenv(addrEnv)); env != "" {
+		return env
+	}
+	return defaultAddr
+}
+
+// dial connects to a drover server. It is the one place connections are
+// made: transport credentials (mTLS) and the operator token (DROVER_TOKEN)
+// will be added here.
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})),
+	)
+}
+
+// callOperator connects to the server o names, makes one OperatorService
+// call within o's timeout, and reports a failure to stderr as
+// "Error <doing>: <message> (<code>)". The error it returns is then a
+// reported one (see Reported).
+func callOperator[Resp any](ctx context.Context, o *clientOptions, stderr io.Writer, doing string,
+	call func(context.Context, droverv1.OperatorServiceClient) (Resp, error),
+) (Resp, error) {
+	var zero Resp
+	addr := o.serverAddr()
+	conn, err := dial(addr)
+	if err != nil {
+		return zero, report(stderr, "connecting to "+addr, err, 0)
+	}
+	defer conn.Close()
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	resp, err := call(ctx, droverv1.NewOperatorServiceClient(conn))
+	if err != nil {
+		// The server gives up at the deadline it was sent, so it may answer
+		// DeadlineExceeded a moment before ctx itself expires: compare the
+		// clock with the deadline rather than asking ctx.
+		var timeout time.Duration
+		if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+			timeout = o.timeout
+		}
+		return zero, report(stderr, doing, err, timeout)
+	}
+	return resp, nil
+}
+
+// reportedError is an error a command has already printed to stderr.
+type reportedError struct {
+	msg string
+	err error
+}
+
+func (e *reportedError) Error() string { return e.msg }
+func (e *reportedError) Unwrap() error { return e.err }
+
+// Reported reports whether err, returned by a command, has already been
+// printed to stderr in full. The caller should exit with status 1 without
+// printing it again.
+func Reported(err error) bool {
+	var r *reportedError
+	return errors.As(err, &r)
+}
+
+// report prints err to w the way every command reports a failed call:
+//
+//	Error listing raft peers: no leader (Unavailable)
+//
+// followed by the server's retry advice when the status carries RetryInfo,
+// and a note when the call ran out of time (timeout > 0).
+func report(w io.Writer, doing string, err error, timeout time.Duration) error {
+	var msg string
+	st, ok := status.FromError(err)
+	if ok {
+		msg = fmt.Sprintf("%s: %s (%s)", doing, st.Message(), st.Code())
+	} else {
+		msg = fmt.Sprintf("%s: %v", doing, err)
+	}
+	fmt.Fprintf(w, "Error %s\n", msg)
+	if ok {
+		for _, d := range st.Details() {
+			if ri, isRetry := d.(*errdetails.RetryInfo); isRetry && ri.GetRetryDelay() != nil {
+				fmt.Fprintf(w, "The server suggests retrying after %s.\n", ri.GetRetryDelay().AsDuration())
+			}
+		}
+		if st.Code() == codes.DeadlineExceeded && timeout > 0 {
+			fmt.Fprintf(w, "No answer within -timeout %s.\n", timeout)
+		}
+	}
+	return &reportedError{msg: msg, err: err}
+}
+
+// jsonOptions print responses with the field names of the .proto files and
+// every field present, zero or not, so scripts see a fixed set of keys.
+var jsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+// printJSON writes m to w as indented JSON. protojson deliberately varies
+// its whitespace from build to build, so its output is re-indented with
+// encoding/json, which makes it byte-for-byte stable.
+func printJSON(w io.Writer, m proto.Message) error {
+	raw, err := jsonOptions.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err = buf.WriteTo(w)
+	return err
+}
+
+// newTable returns a writer that aligns tab-separated columns two spaces
+// apart, as the Nomad and Consul CLIs print their tables. Flush it when done.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// noArgs rejects positional arguments, which no client command takes.
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
+	}
+	return nil
+}
+
+// groupExec is the Exec of a command that only groups subcommands: it
+// prints the usage (by returning flag.ErrHelp), after naming an unknown
+// subcommand if one was given.
+func groupExec(stderr io.Writer) func(context.Context, []string) error {
+	return func(_ context.Context, args []string) error {
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "unknown subcommand %q\n", args[0])
+		}
+		return flag.ErrHelp
+	}
+}

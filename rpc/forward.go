@@ -1,0 +1,247 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// leaderMethods are answered only by the leader: every write, and the
+// operator reads that need the leader's view of the cluster. Reads that
+// carry QueryOptions go to the leader unless they allow stale answers;
+// everything else is answered by the server called.
+var leaderMethods = map[string]bool{
+	droverv1.NodeService_Register_FullMethodName:                   true,
+	droverv1.NodeService_UpdateStatus_FullMethodName:               true,
+	droverv1.NodeService_UpdateAlloc_FullMethodName:                true,
+	droverv1.JobService_Register_FullMethodName:                    true,
+	droverv1.JobService_Deregister_FullMethodName:                  true,
+	droverv1.ClusterService_Join_FullMethodName:                    true,
+	droverv1.OperatorService_RaftListPeers_FullMethodName:          true,
+	droverv1.OperatorService_RaftRemovePeer_FullMethodName:         true,
+	droverv1.OperatorService_RaftTransferLeadership_FullMethodName: true,
+	droverv1.OperatorService_ServerMembers_FullMethodName:          true,
+}
+
+// queryRequest is a read whose caller chooses between a stale local answer
+// and the leader's.
+type queryRequest interface {
+	GetQuery() *droverv1.QueryOptions
+}
+
+const (
+	// hopsKey is the metadata key counting how often a call was forwarded.
+	// Two servers that briefly disagree on the leader can pass a call on
+	// once more, but never around in a circle.
+	hopsKey = "drover-forward-hops"
+	maxHops = 2
+
+	defaultHoldTimeout = 5 * time.Second
+	minLeaderPoll      = 10 * time.Millisecond
+	maxLeaderPoll      = 500 * time.Millisecond
+)
+
+// forwarder routes calls that need the leader: it answers them here when
+// this server is the ready leader, passes them to the leader over a pooled
+// connection otherwise, and during an election waits up to the hold
+// timeout for a leader before failing UNAVAILABLE.
+type forwarder struct {
+	cluster Cluster
+	logger  *slog.Logger
+	hold    time.Duration
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+func newForwarder(c Cluster, logger *slog.Logger, hold time.Duration) *forwarder {
+	return &forwarder{cluster: c, logger: logger, hold: hold, conns: make(map[string]*grpc.ClientConn)}
+}
+
+// needsLeader reports whether a call must be answered by the leader.
+func needsLeader(method string, req any) bool {
+	if leaderMethods[method] {
+		return true
+	}
+	q, ok := req.(queryRequest)
+	return ok && !q.GetQuery().GetAllowStale()
+}
+
+// unary is the interceptor.
+func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !needsLeader(info.FullMethod, req) {
+		return handler(ctx, req)
+	}
+	assignRequestID(req)
+	hops := incomingHops(ctx)
+	holdUntil := time.Now().Add(f.hold)
+	poll := minLeaderPoll
+	var lastErr error
+	for {
+		// Take the change channel first, so a change between reading the
+		// leader and waiting is not missed.
+		changed := f.cluster.LeaderChanged()
+		leader := f.cluster.Leader()
+		switch {
+		case leader.Ready:
+			return handler(ctx, req)
+		case !leader.Local && leader.RPCAddr != "" && hops < maxHops:
+			resp, err := f.forward(ctx, leader.RPCAddr, info.FullMethod, req, hops+1)
+			if status.Code(err) != codes.Unavailable {
+				return resp, err
+			}
+			// The leader went away or lost leadership before answering.
+			// Retrying is safe: node writes are idempotent and job writes
+			// carry a request id.
+			lastErr = fmt.Errorf("leader %s at %s: %w", leader.ID, leader.RPCAddr, err)
+		}
+		if err := waitLeader(ctx, changed, holdUntil, poll); err != nil {
+			return nil, noLeader(f.hold, lastErr)
+		}
+		poll = min(2*poll, maxLeaderPoll)
+	}
+}
+
+// waitLeader waits for the leader to change, for a poll interval (the
+// leader's address may arrive without a leader change), or until the hold
+// ends. It fails only when the hold or the call ends.
+func waitLeader(ctx context.Context, changed <-chan struct{}, holdUntil time.Time, poll time.Duration) error {
+	left := time.Until(holdUntil)
+	if left <= 0 {
+		return context.DeadlineExceeded
+	}
+	timer := time.NewTimer(min(poll, left))
+	defer timer.Stop()
+	select {
+	case <-changed:
+		return nil
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// noLeader is the answer when no leader took the call within the hold.
+func noLeader(hold time.Duration, lastErr error) error {
+	msg := fmt.Sprintf("no cluster leader answered within %s", hold)
+	if lastErr != nil {
+		msg += ": last attempt: " + lastErr.Error()
+	}
+	return unavailable(msg)
+}
+
+// forward calls method on the leader and returns the leader's answer.
+func (f *forwarder) forward(ctx context.Context, addr, method string, req any, hops int) (any, error) {
+	resp, err := newResponse(method)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := f.conn(addr)
+	if err != nil {
+		return nil, unavailable(err.Error())
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, hopsKey, strconv.Itoa(hops))
+	if err := conn.Invoke(ctx, method, req, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// conn returns the pooled connection to addr, dialing it on first use.
+func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, fmt.Errorf("forward to %s: server is shutting down", addr)
+	}
+	if c, ok := f.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(Codec{}), grpc.MaxCallRecvMsgSize(defaultMaxSendMsgSize)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
+	if err != nil {
+		return nil, fmt.Errorf("dial leader at %s: %w", addr, err)
+	}
+	f.conns[addr] = c
+	return c, nil
+}
+
+// close closes every pooled connection; later forwards fail.
+func (f *forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for addr, c := range f.conns {
+		_ = c.Close()
+		delete(f.conns, addr)
+	}
+}
+
+// newResponse makes an empty response message of method, found through
+// the method's descriptor so that one forwarder serves every service.
+func newResponse(method string) (any, error) {
+	name := protoreflect.FullName(strings.Replace(strings.TrimPrefix(method, "/"), "/", ".", 1))
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("forward %s: %w", method, err)
+	}
+	md, ok := d.(protoreflect.MethodDescriptor)
+	if !ok {
+		return nil, fmt.Errorf("forward %s: not a method", method)
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+	if err != nil {
+		return nil, fmt.Errorf("forward %s: %w", method, err)
+	}
+	return mt.New().Interface(), nil
+}
+
+// incomingHops is how often the call was forwarded before reaching here.
+func incomingHops(ctx context.Context) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get(hopsKey)
+	if len(vals) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(vals[0])
+	if err != nil || n < 0 {
+		return maxHops
+	}
+	return n
+}
+
+// assignRequestID gives a job write without an idempotency key one before
+// it is first forwarded, so that the forwarder's own retries apply it at
+// most once. Clients that retry themselves must send their own key.
+func assignRequestID(req any) {
+	switch r := req.(type) {
+	case *droverv1.RegisterJobRequest:
+		if r.RequestId == "" {
+			r.RequestId = uuid.NewString()
+		}
+	case *droverv1.DeregisterJobRequest:
+		if r.RequestId == "" {
+			r.RequestId = uuid.NewString()
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/droverhq/drover/rpc"
+)
+
+// barrierTimeout bounds the wait of a new leader for its state to catch up
+// with every entry committed before it took over.
+const barrierTimeout = time.Minute
+
+// LeaderDuty is one component that runs only on the leader: autopilot now,
+// and the eval broker, plan applier, heartbeat timers and GC as they come.
+// Duties are registered once, before the server starts, and run in
+// registration order; they stop in reverse order.
+type LeaderDuty struct {
+	// Name appears in logs.
+	Name string
+	// Start begins the duty. ctx ends when leadership is revoked; calls in
+	// flight that depend on leadership should fail with a retryable error
+	// (rpc.ErrUnavailable) then. A Start error revokes leadership and hands
+	// it to another server.
+	Start func(ctx context.Context) error
+	// Stop ends the duty and returns once it has stopped. May be nil.
+	Stop func()
+}
+
+// leadership runs the leader duties as this server gains and loses
+// leadership, and tells waiters when the leader changes.
+type leadership struct {
+	duties []LeaderDuty
+
+	mu      sync.Mutex
+	running []LeaderDuty
+	cancel  context.CancelFunc
+	// changed is closed (and replaced) whenever the leader or this
+	// server's readiness as leader changes.
+	changed chan struct{}
+}
+
+func newLeadership() *leadership {
+	return &leadership{changed: make(chan struct{})}
+}
+
+// notifyChanged wakes everyone waiting for a leader change.
+func (l *leadership) notifyChanged() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// changedCh is closed at the next leader change.
+func (l *leadership) changedCh() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// start runs every duty under a new leadership context. When one fails,
+// the ones started are stopped again and its error returned.
+func (l *leadership) start(s *Server) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.mu.Lock()
+	l.cancel = cancel
+	l.mu.Unlock()
+	for _, d := range l.duties {
+		if err := d.Start(ctx); err != nil {
+			l.stop()
+			return fmt.Errorf("start leader duty %s: %w", d.Name, err)
+		}
+		l.mu.Lock()
+		l.running = append(l.running, d)
+		l.mu.Unlock()
+		s.logger.Debug("leader duty started", "duty", d.Name)
+	}
+	return nil
+}
+
+// stop ends the leadership context and stops the running duties, newest
+// first.
+func (l *leadership) stop() {
+	l.mu.Lock()
+	if l.cancel != nil {
+		l.cancel()
+		l.cancel = nil
+	}
+	running := l.running
+	l.running = nil
+	l.mu.Unlock()
+	for i := len(running) - 1; i >= 0; i-- {
+		if running[i].Stop != nil {
+			running[i].Stop()
+		}
+	}
+}
+
+// monitorLeadership follows this server's leadership and the cluster's
+// leader. It runs the establish and revoke steps in raft's order of
+// transitions, and keeps health checks and forwarding waiters in step.
+func (s *Server) monitorLeadership(observations <-chan raft.Observation) {
+	for {
+		select {
+		case isLeader := <-s.raft.LeaderNotify():
+			if isLeader {
+				s.establishLeadership()
+			} else {
+				s.revokeLeadership()
+			}
+		case <-observations:
+		case <-s.shutdownCh:
+			s.revokeLeadership()
+			return
+		}
+		s.leader.notifyChanged()
+		s.updateHealth()
+	}
+}
+
+// establishLeadership waits until this new leader has applied everything
+// committed before it took over, then starts the leader duties. Only then
+// does it answer for the cluster. If a duty cannot start, the server gives
+// leadership away rather than lead without it.
+func (s *Server) establishLeadership() {
+	if err := s.raft.Raft().Barrier(barrierTimeout).Error(); err != nil {
+		s.logger.Error("new leader could not catch up with the log; not serving", "err", err)
+		return
+	}
+	if err := s.leader.start(s); err != nil {
+		s.logger.Error("could not establish leadership; transferring it", "err", err)
+		if err := s.raft.Raft().LeadershipTransfer().Error(); err != nil {
+			s.logger.Error("leadership transfer failed", "err", err)
+		}
+		return
+	}
+	s.established.Store(true)
+	s.logger.Info("established leadership", "index", s.state.LatestIndex())
+}
+
+// revokeLeadership stops answering as leader, then stops the duties.
+func (s *Server) revokeLeadership() {
+	if s.established.Swap(false) {
+		s.logger.Info("lost leadership")
+	}
+	s.leader.stop()
+}
+
+// updateHealth reports the drover services serving while a leader is known
+// and, on the leader, once it has caught up.
+func (s *Server) updateHealth() {
+	isLeader := s.raft.Raft().State() == raft.Leader
+	s.rpc.SetServing(s.KnownLeader() && (!isLeader || s.established.Load()))
+}
+
+// Leader describes the leader as this server knows it.
+func (s *Server) Leader() rpc.Leader {
+	_, id := s.raft.Raft().LeaderWithID()
+	if id == "" {
+		return rpc.Leader{}
+	}
+	if string(id) == s.id {
+		ready := s.established.Load() && s.raft.Raft().State() == raft.Leader
+		return rpc.Leader{ID: s.id, RPCAddr: s.rpcAddr, Local: true, Ready: ready}
+	}
+	l := rpc.Leader{ID: string(id)}
+	if m := s.state.Snapshot().ServerByID(string(id)); m != nil {
+		l.RPCAddr = m.GetRpcAddr()
+	}
+	return l
+}
+
+// LeaderChanged returns a channel closed at the next leader change.
+func (s *Server) LeaderChanged() <-chan struct{} { return s.leader.changedCh() }
+
+// leaderDuties lists the leader-only components in the order they start.
+// Later components (eval broker, plan applier, heartbeat timers, GC) are
+// added here.
+func (s *Server) leaderDuties() []LeaderDuty {
+	return []LeaderDuty{
+		s.recordSelfDuty(),
+		{Name: "autopilot", Start: func(ctx context.Context) error {
+			// Autopilot's start measures every server once, which can
+			// take a second; leadership need not wait for that. Start
+			// returns at once if leadership ended meanwhile.
+			go s.autopilot.Start(ctx)
+			return nil
+		}, Stop: s.autopilot.Stop},
+	}
+}
+
+// handOffLeadership transfers leadership before a leader shuts down, so the
+// cluster does not wait out an election timeout. Failure is logged, not
+// fatal: the others elect a leader anyway.
+func (s *Server) handOffLeadership() {
+	r := s.raft.Raft()
+	if r.State() != raft.Leader {
+		return
+	}
+	s.logger.Info("transferring leadership before shutdown")
+	if err := r.LeadershipTransfer().Error(); err != nil {
+		s.logger.Warn("leadership transfer before shutdown failed", "err", err)
+		return
+	}
+	_, id := r.LeaderWithID()
+	s.logger.Info("leadership transferred", "new_leader", id)
+}
