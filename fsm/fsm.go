@@ -81,11 +81,11 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 		result = res
 	case *droverv1.JobRegisterEntry:
 		var res *droverv1.JobRequestResult
-		res, changes, err = f.state.ApplyJobRegister(index, m)
+		res, changes, err = f.state.UpsertJob(index, m)
 		result = res
 	case *droverv1.JobDeregisterEntry:
 		var res *droverv1.JobRequestResult
-		res, changes, err = f.state.ApplyJobDeregister(index, m)
+		res, changes, err = f.state.DeregisterJob(index, m)
 		result = res
 	case *droverv1.EvalUpdateEntry:
 		changes, err = f.state.UpsertEvals(index, m)

@@ -50,7 +50,7 @@ func FuzzRequestValidation(f *testing.F) {
 				return
 			}
 			ev := mock.Eval(req.GetJob(), droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
-			if _, err := st.UpsertJob(1, &droverv1.JobRegisterEntry{Job: req.GetJob(), Eval: ev}); err != nil {
+			if _, _, err := st.UpsertJob(1, &droverv1.JobRegisterEntry{Job: req.GetJob(), Eval: ev}); err != nil {
 				t.Fatalf("valid job refused by the state store: %v", err)
 			}
 		case 2:

@@ -56,7 +56,7 @@ func TestNextStatus(t *testing.T) {
 			}
 			job := mock.Job(1)
 			ev := mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
-			if _, err := st.UpsertJob(2, &droverv1.JobRegisterEntry{Job: job.CloneVT(), Eval: ev}); err != nil {
+			if _, _, err := st.UpsertJob(2, &droverv1.JobRegisterEntry{Job: job.CloneVT(), Eval: ev}); err != nil {
 				t.Fatal(err)
 			}
 			a := mock.Alloc(n, job, 0)

@@ -15,6 +15,7 @@ import (
 	"github.com/droverhq/drover/internal/version"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
+	"github.com/droverhq/drover/server/autopilot"
 )
 
 // raftChangeTimeout bounds one raft configuration change.
@@ -42,7 +43,7 @@ func (s *Server) Info() *droverv1.ServerInfoResponse {
 		Server:          s.member(),
 		HasState:        hasState,
 		BootstrapExpect: uint32(s.cfg.BootstrapExpect),
-		RaftState:       raftState(r.State()),
+		RaftState:       autopilot.RaftState(r.State()),
 		LeaderId:        string(leaderID),
 		LastIndex:       r.LastIndex(),
 		AppliedIndex:    s.state.LatestIndex(),
@@ -61,21 +62,6 @@ func (s *Server) Info() *droverv1.ServerInfoResponse {
 		}
 	}
 	return info
-}
-
-// raftState maps raft's state to the API's.
-func raftState(st raft.RaftState) droverv1.RaftState {
-	switch st {
-	case raft.Follower:
-		return droverv1.RaftState_RAFT_STATE_FOLLOWER
-	case raft.Candidate:
-		return droverv1.RaftState_RAFT_STATE_CANDIDATE
-	case raft.Leader:
-		return droverv1.RaftState_RAFT_STATE_LEADER
-	case raft.Shutdown:
-		return droverv1.RaftState_RAFT_STATE_SHUTDOWN
-	}
-	return droverv1.RaftState_RAFT_STATE_UNSPECIFIED
 }
 
 // Join adds a server to the raft configuration as a non-voter, which
@@ -180,7 +166,10 @@ func (s *Server) RaftPeers(context.Context) (*droverv1.RaftListPeersResponse, er
 	_, leaderID := s.raft.Raft().LeaderWithID()
 	lastIndexes := s.autopilot.LastIndexes()
 	snap := s.state.Snapshot()
-	resp := &droverv1.RaftListPeersResponse{Index: future.Index()}
+	// raft does not say at which index the configuration was written
+	// (GetConfiguration's future has none), so report the index the
+	// listing reflects: every change up to it is included.
+	resp := &droverv1.RaftListPeersResponse{Index: s.raft.Raft().AppliedIndex()}
 	for _, srv := range future.Configuration().Servers {
 		id := string(srv.ID)
 		peer := &droverv1.RaftPeer{

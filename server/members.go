@@ -16,7 +16,7 @@ func (s *Server) newAutopilot() *autopilot.Autopilot {
 	return autopilot.New(autopilot.Config{
 		Raft:                    s.raft.Raft(),
 		LocalID:                 s.id,
-		Logger:                  s.logger.With("component", "autopilot"),
+		Logger:                  s.logger,
 		Members:                 s.recordedServers,
 		FetchInfo:               s.peers.info,
 		RemoveRecord:            s.forgetServer,

@@ -3,6 +3,8 @@ package test_test
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/droverhq/drover/internal/testserver"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/server"
+	"github.com/droverhq/drover/test/cluster"
 )
 
 // TestProcessRestartKeepsState checks that a `drover server` process
@@ -22,49 +25,59 @@ import (
 //
 // No API creates allocations until the plan applier exists, so the data dir
 // is first written by the same server code run inside the test, which can
-// apply plan results through raft; then the real binary is started on it,
-// stopped with SIGTERM, and started again. Each time, everything the API
-// shows must be what was written.
+// apply plan results through raft; then the real binary is started on it
+// (without -server-id: it must take the data dir's identity), stopped with
+// SIGTERM, and started again. Each time, everything the API shows must be
+// what was written.
 func TestProcessRestartKeepsState(t *testing.T) {
-	dataDir := t.TempDir()
-	seeded := testserver.Start(t, func(c *server.Config) {
-		c.DataDir = dataDir
-		c.SnapshotThreshold = 16
-		c.SnapshotInterval = 100 * time.Millisecond
-		c.TrailingLogs = 4
-	})
-	nodes := seed(t, seeded)
-	want := apiView(t, seeded.Conn, nodes)
-	raftAddr := seeded.RaftAddr()
-	if err := seeded.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
+	var (
+		seededID string
+		nodes    []*droverv1.Node
+		want     view
+	)
+	c := cluster.New(t, droverBin, 1, cluster.Bootstrap(), cluster.ServerIDFromDataDir(),
+		cluster.Snapshots(16, 100*time.Millisecond, 4),
+		cluster.BeforeFirstStart(func(s *cluster.Server) {
+			seeded := testserver.Start(t, func(c *server.Config) {
+				c.DataDir = s.DataDir()
+				c.RaftAddr = s.RaftAddr()
+				c.SnapshotThreshold = 16
+				c.SnapshotInterval = 100 * time.Millisecond
+				c.TrailingLogs = 4
+			})
+			nodes = seed(t, seeded)
+			want = apiView(t, seeded.Conn, nodes)
+			seededID = seeded.ID()
+			if err := seeded.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}))
+	ctx := testContext(t)
+	s := c.Server(1)
+	if s.ID() != seededID {
+		t.Errorf("server id %s, want the data dir's %s", s.ID(), seededID)
 	}
-
-	first := startProcess(t, "-data-dir", dataDir, "-rpc-addr", "127.0.0.1:0", "-raft-addr", raftAddr,
-		"-snapshot-threshold", "16", "-snapshot-interval", "100ms", "-trailing-logs", "4")
-	if first.info.ServerID != seeded.ID() {
-		t.Errorf("server id %s, want the data dir's %s", first.info.ServerID, seeded.ID())
-	}
-	want.compare(t, "first start of the process", apiView(t, first.conn, nodes))
+	c.WaitLeader(ctx)
+	want.compare(t, "first start of the process", apiView(t, s.Conn(), nodes))
 
 	// More writes through the process itself, then a restart.
-	ctx := testContext(t)
 	extra := mock.Job(2)
-	if _, err := droverv1.NewJobServiceClient(first.conn).Register(ctx, &droverv1.RegisterJobRequest{Job: extra}); err != nil {
+	if _, err := droverv1.NewJobServiceClient(s.Conn()).Register(ctx, &droverv1.RegisterJobRequest{Job: extra}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := droverv1.NewJobServiceClient(first.conn).Deregister(ctx, &droverv1.DeregisterJobRequest{JobId: extra.GetId()}); err != nil {
+	if _, err := droverv1.NewJobServiceClient(s.Conn()).Deregister(ctx, &droverv1.DeregisterJobRequest{JobId: extra.GetId()}); err != nil {
 		t.Fatal(err)
 	}
-	want = apiView(t, first.conn, nodes)
-	first.stop(t, syscall.SIGTERM)
-	if _, err := os.Stat(dataDir); err != nil {
+	want = apiView(t, s.Conn(), nodes)
+	s.Stop()
+	if _, err := os.Stat(s.DataDir()); err != nil {
 		t.Fatalf("data dir gone after a clean stop: %v", err)
 	}
 
-	second := startProcess(t, "-data-dir", dataDir, "-rpc-addr", "127.0.0.1:0", "-raft-addr", raftAddr)
-	want.compare(t, "restart of the process", apiView(t, second.conn, nodes))
-	second.stop(t, syscall.SIGINT)
+	s.Restart()
+	c.WaitLeader(ctx)
+	want.compare(t, "restart of the process", apiView(t, s.Conn(), nodes))
+	s.StopWith(syscall.SIGINT)
 }
 
 // seed writes nodes in several statuses, jobs with versions and a stop,
@@ -204,12 +217,19 @@ func (want view) compare(t *testing.T, when string, got view) {
 // TestDevServerCleansUp checks that a dev server removes its temporary data
 // dir when stopped with SIGINT (Ctrl-C).
 func TestDevServerCleansUp(t *testing.T) {
-	p := startProcess(t, "-dev", "-rpc-addr", "127.0.0.1:0", "-raft-addr", "127.0.0.1:0")
-	if _, err := os.Stat(p.info.DataDir); err != nil {
-		t.Fatalf("dev data dir %s: %v", p.info.DataDir, err)
+	c := cluster.New(t, droverBin, 1, cluster.Dev())
+	s := c.Server(1)
+	dir := s.Info().DataDir
+	if !strings.Contains(filepath.Base(dir), "drover-dev-") {
+		t.Fatalf("dev data dir %q: want a temporary drover-dev-* directory", dir)
 	}
-	p.stop(t, syscall.SIGINT)
-	if _, err := os.Stat(p.info.DataDir); !os.IsNotExist(err) {
-		t.Errorf("dev data dir %s still there after SIGINT (%v)", p.info.DataDir, err)
+	// Should the test fail before the server removes it.
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("dev data dir %s: %v", dir, err)
+	}
+	s.StopWith(syscall.SIGINT)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("dev data dir %s still there after SIGINT (%v)", dir, err)
 	}
 }

@@ -57,7 +57,7 @@ func (f *fixture) job(count int32) *droverv1.Job {
 func (f *fixture) register(j *droverv1.Job) {
 	f.t.Helper()
 	e := &droverv1.JobRegisterEntry{Job: j.CloneVT(), Eval: mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), SubmittedAt: 3}
-	if _, err := f.s.UpsertJob(f.next(), e); err != nil {
+	if _, _, err := f.s.UpsertJob(f.next(), e); err != nil {
 		f.t.Fatalf("register job %s: %v", j.GetId(), err)
 	}
 }

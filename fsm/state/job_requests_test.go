@@ -14,7 +14,7 @@ const retention = int64(JobRequestRetention)
 // registerAt registers j with request id at time at and returns the result.
 func (f *fixture) registerAt(j *droverv1.Job, requestID string, at int64) (*droverv1.JobRequestResult, []Change) {
 	f.t.Helper()
-	res, changes, err := f.s.ApplyJobRegister(f.next(), &droverv1.JobRegisterEntry{
+	res, changes, err := f.s.UpsertJob(f.next(), &droverv1.JobRegisterEntry{
 		Job: j.CloneVT(), Eval: mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), SubmittedAt: at, RequestId: requestID,
 	})
 	if err != nil {
@@ -33,24 +33,24 @@ func TestJobRequestReplayAppliesNothing(t *testing.T) {
 		{
 			name: "register",
 			first: func(f *fixture, j *droverv1.Job) (*droverv1.JobRequestResult, []Change, error) {
-				return f.s.ApplyJobRegister(f.next(), &droverv1.JobRegisterEntry{
+				return f.s.UpsertJob(f.next(), &droverv1.JobRegisterEntry{
 					Job: j.CloneVT(), Eval: mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), SubmittedAt: 100, RequestId: "r1"})
 			},
 			retry: func(f *fixture, j *droverv1.Job) (*droverv1.JobRequestResult, []Change, error) {
 				changed := j.CloneVT()
 				changed.TaskGroups[0].Count = 7
-				return f.s.ApplyJobRegister(f.next(), &droverv1.JobRegisterEntry{
+				return f.s.UpsertJob(f.next(), &droverv1.JobRegisterEntry{
 					Job: changed, Eval: mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), SubmittedAt: 200, RequestId: "r1"})
 			},
 		},
 		{
 			name: "deregister",
 			first: func(f *fixture, j *droverv1.Job) (*droverv1.JobRequestResult, []Change, error) {
-				return f.s.ApplyJobDeregister(f.next(), &droverv1.JobDeregisterEntry{
+				return f.s.DeregisterJob(f.next(), &droverv1.JobDeregisterEntry{
 					JobId: j.GetId(), Eval: mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER), DeregisteredAt: 100, RequestId: "r1"})
 			},
 			retry: func(f *fixture, j *droverv1.Job) (*droverv1.JobRequestResult, []Change, error) {
-				return f.s.ApplyJobDeregister(f.next(), &droverv1.JobDeregisterEntry{
+				return f.s.DeregisterJob(f.next(), &droverv1.JobDeregisterEntry{
 					JobId: j.GetId(), Eval: mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER), DeregisteredAt: 200, RequestId: "r1"})
 			},
 		},
@@ -123,7 +123,7 @@ func TestJobRequestWithoutIDIsNotStored(t *testing.T) {
 func TestFailedJobRequestIsNotStored(t *testing.T) {
 	f := newFixture(t)
 	j := mock.Job(1)
-	_, _, err := f.s.ApplyJobDeregister(f.next(), &droverv1.JobDeregisterEntry{
+	_, _, err := f.s.DeregisterJob(f.next(), &droverv1.JobDeregisterEntry{
 		JobId: j.GetId(), Eval: mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER), DeregisteredAt: 1, RequestId: "r1"})
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
@@ -133,7 +133,7 @@ func TestFailedJobRequestIsNotStored(t *testing.T) {
 	}
 	// The retry, once the job exists, applies.
 	f.register(j)
-	res, _, err := f.s.ApplyJobDeregister(f.next(), &droverv1.JobDeregisterEntry{
+	res, _, err := f.s.DeregisterJob(f.next(), &droverv1.JobDeregisterEntry{
 		JobId: j.GetId(), Eval: mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER), DeregisteredAt: 2, RequestId: "r1"})
 	if err != nil || res.GetIndex() != f.index || !f.s.Snapshot().JobByID(j.GetId()).GetStop() {
 		t.Fatalf("retry: result %v, err %v, want the job stopped at %d", res, err, f.index)

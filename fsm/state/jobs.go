@@ -14,14 +14,7 @@ import (
 // times, so every server drops the same results at the same index.
 const JobRequestRetention = 15 * time.Minute
 
-// UpsertJob applies a JobRegisterEntry exactly as ApplyJobRegister does,
-// for callers that do not need the request's result.
-func (s *StateStore) UpsertJob(index uint64, e *droverv1.JobRegisterEntry) ([]Change, error) {
-	_, changes, err := s.ApplyJobRegister(index, e)
-	return changes, err
-}
-
-// ApplyJobRegister applies a JobRegisterEntry: the job and the evaluation
+// UpsertJob applies a JobRegisterEntry: the job and the evaluation
 // that schedules it, in one transaction. A changed specification becomes a
 // new version; an unchanged one leaves the job as it is and only adds the
 // evaluation.
@@ -32,7 +25,7 @@ func (s *StateStore) UpsertJob(index uint64, e *droverv1.JobRegisterEntry) ([]Ch
 // application (it is built even without a request id) and, with a request
 // id, is stored for later retries. The result is shared with the store:
 // callers must not modify it.
-func (s *StateStore) ApplyJobRegister(index uint64, e *droverv1.JobRegisterEntry) (*droverv1.JobRequestResult, []Change, error) {
+func (s *StateStore) UpsertJob(index uint64, e *droverv1.JobRegisterEntry) (*droverv1.JobRequestResult, []Change, error) {
 	var res *droverv1.JobRequestResult
 	changes, err := s.write(index, func(tx *txn) error {
 		var err error
@@ -77,18 +70,11 @@ func (tx *txn) upsertJob(e *droverv1.JobRegisterEntry) (*droverv1.Job, error) {
 	return current, nil
 }
 
-// DeregisterJob applies a JobDeregisterEntry exactly as ApplyJobDeregister
-// does, for callers that do not need the request's result.
-func (s *StateStore) DeregisterJob(index uint64, e *droverv1.JobDeregisterEntry) ([]Change, error) {
-	_, changes, err := s.ApplyJobDeregister(index, e)
-	return changes, err
-}
-
-// ApplyJobDeregister applies a JobDeregisterEntry: the job is marked
+// DeregisterJob applies a JobDeregisterEntry: the job is marked
 // stopped (a new version) and the evaluation that stops its allocations is
-// written. A request id is handled as in ApplyJobRegister: an id applied
+// written. A request id is handled as in UpsertJob: an id applied
 // within JobRequestRetention writes nothing and returns the first result.
-func (s *StateStore) ApplyJobDeregister(index uint64, e *droverv1.JobDeregisterEntry) (*droverv1.JobRequestResult, []Change, error) {
+func (s *StateStore) DeregisterJob(index uint64, e *droverv1.JobDeregisterEntry) (*droverv1.JobRequestResult, []Change, error) {
 	var res *droverv1.JobRequestResult
 	changes, err := s.write(index, func(tx *txn) error {
 		var err error

@@ -20,7 +20,7 @@ func TestUpsertJobVersions(t *testing.T) {
 
 	// Same specification: no new version, but a new evaluation.
 	same := mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
-	if _, err := f.s.UpsertJob(f.next(), &droverv1.JobRegisterEntry{Job: j.CloneVT(), Eval: same}); err != nil {
+	if _, _, err := f.s.UpsertJob(f.next(), &droverv1.JobRegisterEntry{Job: j.CloneVT(), Eval: same}); err != nil {
 		t.Fatal(err)
 	}
 	snap := f.s.Snapshot()
@@ -63,7 +63,7 @@ func TestDeregisterJob(t *testing.T) {
 	j := f.job(1)
 	ev := mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER)
 	index := f.next()
-	if _, err := f.s.DeregisterJob(index, &droverv1.JobDeregisterEntry{JobId: j.GetId(), Eval: ev}); err != nil {
+	if _, _, err := f.s.DeregisterJob(index, &droverv1.JobDeregisterEntry{JobId: j.GetId(), Eval: ev}); err != nil {
 		t.Fatal(err)
 	}
 	snap := f.s.Snapshot()
@@ -75,7 +75,7 @@ func TestDeregisterJob(t *testing.T) {
 		t.Errorf("deregister eval does not point at the stop")
 	}
 
-	_, err := f.s.DeregisterJob(f.next(), &droverv1.JobDeregisterEntry{JobId: "missing", Eval: mock.Eval(j, 1)})
+	_, _, err := f.s.DeregisterJob(f.next(), &droverv1.JobDeregisterEntry{JobId: "missing", Eval: mock.Eval(j, 1)})
 	if !errors.Is(err, ErrNotFound) {
 		t.Errorf("deregister of a missing job: err = %v, want ErrNotFound", err)
 	}
@@ -103,7 +103,7 @@ func TestUpsertJobRejectsMalformedEntries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := f.s.UpsertJob(f.next(), tt.entry); !errors.Is(err, ErrInvalidEntry) {
+			if _, _, err := f.s.UpsertJob(f.next(), tt.entry); !errors.Is(err, ErrInvalidEntry) {
 				t.Fatalf("err = %v, want ErrInvalidEntry", err)
 			}
 			if f.s.Snapshot().JobByID(j.GetId()) != nil {

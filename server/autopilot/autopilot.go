@@ -303,7 +303,7 @@ func (a *Autopilot) Members() *droverv1.ServerMembersResponse {
 		probes:         probes,
 		localID:        a.localID,
 		localVersion:   version.Version,
-		localRaftState: raftStateOf(a.cfg.Raft.State()),
+		localRaftState: RaftState(a.cfg.Raft.State()),
 		leaderID:       leaderID,
 		conf:           a.libConf,
 	})

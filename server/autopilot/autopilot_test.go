@@ -232,7 +232,7 @@ func (c *testCluster) fetchInfo(ctx context.Context, rpcAddr string) (*droverv1.
 	return &droverv1.ServerInfoResponse{
 		Server:       &droverv1.ServerMember{Id: string(node.id), RpcAddr: node.rpcAddr, RaftAddr: string(node.addr), Version: peerVersion},
 		HasState:     true,
-		RaftState:    raftStateOf(r.State()),
+		RaftState:    RaftState(r.State()),
 		LeaderId:     string(leaderID),
 		LastIndex:    r.LastIndex(),
 		LastTerm:     term,

@@ -140,8 +140,9 @@ func localStats(stats map[string]string, lastIndex uint64) raftautopilot.ServerS
 	return st
 }
 
-// raftStateOf maps raft's own state to the wire enum.
-func raftStateOf(s raft.RaftState) droverv1.RaftState {
+// RaftState maps raft's own state to the wire enum; the server uses it
+// too, so both describe a server the same way.
+func RaftState(s raft.RaftState) droverv1.RaftState {
 	switch s {
 	case raft.Follower:
 		return droverv1.RaftState_RAFT_STATE_FOLLOWER

@@ -159,8 +159,8 @@ func TestRaftStateOf(t *testing.T) {
 		{raft.RaftState(99), droverv1.RaftState_RAFT_STATE_UNSPECIFIED},
 	}
 	for _, tt := range tests {
-		if got := raftStateOf(tt.in); got != tt.want {
-			t.Errorf("raftStateOf(%v) = %v, want %v", tt.in, got, tt.want)
+		if got := RaftState(tt.in); got != tt.want {
+			t.Errorf("RaftState(%v) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 }

@@ -148,7 +148,8 @@ func (x *RaftPeer) GetLastIndex() uint64 {
 type RaftListPeersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Peers []*RaftPeer            `protobuf:"bytes,1,rep,name=peers,proto3" json:"peers,omitempty"`
-	// Raft index of the configuration.
+	// Raft index the listing reflects: every configuration change up to it
+	// is included.
 	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
