@@ -620,3 +620,27 @@ func TestAddServerBecomesVoter(t *testing.T) {
 	c.WaitConverged(ctx)
 	requireNodes(ctx, t, c.Servers(), append(nodes, n))
 }
+
+// TestLeaderStopHandsOver stops the leader with SIGTERM: it transfers
+// leadership before it exits, and the other two go on taking writes.
+func TestLeaderStopHandsOver(t *testing.T) {
+	c := cluster.New(t, droverBin, 3)
+	ctx := testContext(t)
+	leader := c.WaitLeader(ctx)
+	leader.Stop()
+	rec, ok := leader.Logged("leadership transferred")
+	if !ok {
+		t.Fatalf("stopped leader %s did not log a leadership transfer", leader)
+	}
+	newLeader := c.WaitLeader(ctx, c.Others(leader)...)
+	if got := fmt.Sprint(rec["new_leader"]); got != newLeader.ID() {
+		t.Errorf("leadership transferred to %q, cluster now led by %s", got, newLeader)
+	}
+	for _, s := range c.Others(leader) {
+		n := mock.Node()
+		retryUnavailable(within(t, ctx, 30*time.Second), t, "write through "+s.ID()+" after the handover", func(ctx context.Context) error {
+			_, err := registerNode(ctx, s.Conn(), n)
+			return err
+		})
+	}
+}
