@@ -15,6 +15,10 @@ import (
 // with every entry committed before it took over.
 const barrierTimeout = time.Minute
 
+// handOffWait bounds how long a stopping leader waits to learn who took
+// over after a leadership transfer.
+const handOffWait = 3 * time.Second
+
 // LeaderDuty is one component that runs only on the leader: autopilot now,
 // and the eval broker, plan applier, heartbeat timers and GC as they come.
 // Duties are registered once, before the server starts, and run in
@@ -207,6 +211,21 @@ func (s *Server) handOffLeadership() {
 		s.logger.Warn("leadership transfer before shutdown failed", "err", err)
 		return
 	}
-	_, id := r.LeaderWithID()
-	s.logger.Info("leadership transferred", "new_leader", id)
+	// The transfer completes when the target wins its election; wait
+	// briefly to name it.
+	timeout := time.NewTimer(handOffWait)
+	defer timeout.Stop()
+	for {
+		changed := s.LeaderChanged()
+		if l := s.Leader(); l.ID != "" && l.ID != s.id {
+			s.logger.Info("leadership transferred", "new_leader", l.ID)
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			s.logger.Info("leadership transferred; new leader not known yet")
+			return
+		}
+	}
 }
