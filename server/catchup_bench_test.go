@@ -35,7 +35,11 @@ func BenchmarkWipedServerCatchUp100k(b *testing.B) {
 		target := leader.State().LatestIndex()
 		start := time.Now()
 		follower = follower.Wipe(b)
+		deadline := start.Add(2 * time.Minute)
 		for follower.State().LatestIndex() < target {
+			if time.Now().After(deadline) {
+				b.Fatalf("wiped follower at index %d after 2m, leader at %d", follower.State().LatestIndex(), target)
+			}
 			time.Sleep(time.Millisecond)
 		}
 		b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/catchup")

@@ -159,9 +159,9 @@ func raftChangeError(what string, err error) error {
 // RaftPeers lists the raft configuration with each server's last index as
 // autopilot last measured it.
 func (s *Server) RaftPeers(context.Context) (*droverv1.RaftListPeersResponse, error) {
-	future := s.raft.Raft().GetConfiguration()
-	if err := future.Error(); err != nil {
-		return nil, fmt.Errorf("read raft configuration: %w: %v", rpc.ErrUnavailable, err)
+	conf, err := s.configuration()
+	if err != nil {
+		return nil, err
 	}
 	_, leaderID := s.raft.Raft().LeaderWithID()
 	lastIndexes := s.autopilot.LastIndexes()
@@ -170,7 +170,7 @@ func (s *Server) RaftPeers(context.Context) (*droverv1.RaftListPeersResponse, er
 	// (GetConfiguration's future has none), so report the index the
 	// listing reflects: every change up to it is included.
 	resp := &droverv1.RaftListPeersResponse{Index: s.raft.Raft().AppliedIndex()}
-	for _, srv := range future.Configuration().Servers {
+	for _, srv := range conf.Servers {
 		id := string(srv.ID)
 		peer := &droverv1.RaftPeer{
 			Id:        id,
@@ -295,20 +295,4 @@ func serversMeetVersion(conf raft.Configuration, snap *state.Snapshot, min strin
 		}
 	}
 	return len(conf.Servers) > 0
-}
-
-// recordSelfDuty is the leader duty that keeps the leader's own record
-// current, so followers can find its gRPC address to forward calls. It
-// retries in the background until it succeeds or leadership ends.
-func (s *Server) recordSelfDuty() LeaderDuty {
-	return LeaderDuty{
-		Name: "record-self",
-		Start: func(ctx context.Context) error {
-			go retry(ctx, s.logger, "record this server as leader", func(ctx context.Context) error {
-				_, err := s.recordServer(ctx, s.member())
-				return err
-			}, nil)
-			return nil
-		},
-	}
 }

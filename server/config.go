@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/heartbeat"
 )
 
@@ -112,10 +113,10 @@ func DefaultConfig() Config {
 		LeaderHoldTimeout:        5 * time.Second,
 		Autopilot: AutopilotConfig{
 			CleanupDeadServers:      true,
-			DeadServerAfter:         5 * time.Minute,
-			ServerStabilizationTime: 10 * time.Second,
-			LastContactThreshold:    200 * time.Millisecond,
-			MaxTrailingLogs:         250,
+			DeadServerAfter:         autopilot.DefaultDeadServerAfter,
+			ServerStabilizationTime: autopilot.DefaultServerStabilizationTime,
+			LastContactThreshold:    autopilot.DefaultLastContactThreshold,
+			MaxTrailingLogs:         autopilot.DefaultMaxTrailingLogs,
 			UpdateInterval:          2 * time.Second,
 			ReconcileInterval:       10 * time.Second,
 		},

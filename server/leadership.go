@@ -184,10 +184,10 @@ func (s *Server) LeaderChanged() <-chan struct{} { return s.leader.changedCh() }
 
 // leaderDuties lists the leader-only components in the order they start.
 // Later components (eval broker, plan applier, heartbeat timers, GC) are
-// added here.
+// added here. The leader's own server record needs no duty: every server's
+// announce loop (join.go) writes it once a leader is ready.
 func (s *Server) leaderDuties() []LeaderDuty {
 	return []LeaderDuty{
-		s.recordSelfDuty(),
 		{Name: "autopilot", Start: func(ctx context.Context) error {
 			// Autopilot's start measures every server once, which can
 			// take a second; leadership need not wait for that. Start
