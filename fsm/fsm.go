@@ -26,6 +26,7 @@ type FSM struct {
 	state  *state.StateStore
 	events *events.Broker
 	logger *slog.Logger
+	hooks  Hooks
 }
 
 // New returns an FSM that applies entries to st and publishes events to
@@ -33,6 +34,10 @@ type FSM struct {
 func New(st *state.StateStore, broker *events.Broker, logger *slog.Logger) *FSM {
 	return &FSM{state: st, events: broker, logger: logger}
 }
+
+// SetHooks installs the leader-side hooks. Call it before raft starts
+// applying entries.
+func (f *FSM) SetHooks(h Hooks) { f.hooks = h }
 
 // Apply applies one committed log entry. It returns nil, or an error when
 // the state store refused the entry (nothing was written), or for entries
@@ -103,6 +108,7 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 		return fmt.Errorf("apply %s entry at index %d: %w", msgType, index, err)
 	}
 	f.events.Publish(index, toEvents(index, msgType, changes))
+	f.notifyHooks(index, changes)
 	return result
 }
 

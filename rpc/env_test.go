@@ -31,7 +31,10 @@ type env struct {
 
 func newEnv(t *testing.T, opts ...func(*server.Config)) *env {
 	t.Helper()
-	srv := testserver.Start(t, opts...)
+	// These tests check the API against the state they write themselves:
+	// no scheduler workers run to change it behind their back.
+	noWorkers := func(c *server.Config) { c.Scheduler.NumWorkers = 0 }
+	srv := testserver.Start(t, append([]func(*server.Config){noWorkers}, opts...)...)
 	return &env{
 		t:      t,
 		srv:    srv,

@@ -37,6 +37,14 @@ var leaderMethods = map[string]bool{
 	droverv1.OperatorService_RaftRemovePeer_FullMethodName:         true,
 	droverv1.OperatorService_RaftTransferLeadership_FullMethodName: true,
 	droverv1.OperatorService_ServerMembers_FullMethodName:          true,
+	droverv1.OperatorService_SchedulerStats_FullMethodName:         true,
+	droverv1.SchedulerService_Dequeue_FullMethodName:               true,
+	droverv1.SchedulerService_Ack_FullMethodName:                   true,
+	droverv1.SchedulerService_Nack_FullMethodName:                  true,
+	droverv1.SchedulerService_SubmitPlan_FullMethodName:            true,
+	droverv1.SchedulerService_UpdateEval_FullMethodName:            true,
+	droverv1.SchedulerService_CreateEval_FullMethodName:            true,
+	droverv1.SchedulerService_ReblockEval_FullMethodName:           true,
 }
 
 // queryRequest is a read whose caller chooses between a stale local answer

@@ -34,6 +34,9 @@ type Config struct {
 	// LeaderHoldTimeout is how long a call that needs the leader waits for
 	// one during an election before failing UNAVAILABLE (5s).
 	LeaderHoldTimeout time.Duration
+	// Scheduling serves the scheduler service and the worker operator
+	// calls; nil answers them UNAVAILABLE.
+	Scheduling Scheduling
 }
 
 const (
@@ -51,6 +54,7 @@ var serviceNames = []string{
 	droverv1.EvalService_ServiceDesc.ServiceName,
 	droverv1.EventService_ServiceDesc.ServiceName,
 	droverv1.OperatorService_ServiceDesc.ServiceName,
+	droverv1.SchedulerService_ServiceDesc.ServiceName,
 }
 
 // Server is the gRPC server of one drover server: the drover services,
@@ -67,6 +71,7 @@ type Server struct {
 type services struct {
 	backend       Backend
 	cluster       Cluster
+	sched         Scheduling
 	logger        *slog.Logger
 	reports       *committer[*droverv1.NodeAllocUpdates]
 	registrations *committer[*droverv1.Node]
@@ -91,7 +96,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		}
 		cancel()
 	}()
-	svc := &services{backend: b, cluster: c, logger: logger, shutdown: shutdown}
+	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, logger: logger, shutdown: shutdown}
 	fwd := newForwarder(c, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout))
 	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
@@ -117,6 +122,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	droverv1.RegisterEventServiceServer(gs, &eventService{services: svc})
 	droverv1.RegisterClusterServiceServer(gs, &clusterService{services: svc})
 	droverv1.RegisterOperatorServiceServer(gs, &operatorService{services: svc})
+	droverv1.RegisterSchedulerServiceServer(gs, &schedulerService{services: svc})
 
 	hs := health.NewServer()
 	for _, name := range serviceNames {

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"runtime"
 	"time"
 
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/server/autopilot"
+	"github.com/droverhq/drover/server/broker"
 	"github.com/droverhq/drover/server/heartbeat"
 )
 
@@ -70,7 +74,30 @@ type Config struct {
 	LeaderHoldTimeout time.Duration
 	// Autopilot tunes server health tracking and dead-server cleanup.
 	Autopilot AutopilotConfig
+	// Scheduler tunes the scheduler workers and the leader's eval broker.
+	Scheduler SchedulerConfig
 }
+
+// SchedulerConfig tunes scheduling.
+type SchedulerConfig struct {
+	// NumWorkers is how many scheduler workers this server runs (one per
+	// CPU). Zero is allowed: the server then schedules nothing itself.
+	NumWorkers int
+	// Schedulers are the scheduler types this server's workers take
+	// (service, batch, system).
+	Schedulers []droverv1.JobType
+	// AllocCIDR is the cluster's allocation network: every allocation gets
+	// one address from it (100.64.0.0/10). It must be the same on every
+	// server.
+	AllocCIDR netip.Prefix
+	// Broker tunes the leader's eval broker.
+	Broker broker.Config
+}
+
+// DefaultAllocCIDR is the allocation network unless configured: the
+// shared address space of RFC 6598, 4 million addresses that rarely clash
+// with a site's own private networks.
+var DefaultAllocCIDR = netip.MustParsePrefix("100.64.0.0/10")
 
 // AutopilotConfig tunes raft-autopilot on the leader.
 type AutopilotConfig struct {
@@ -119,6 +146,12 @@ func DefaultConfig() Config {
 			MaxTrailingLogs:         autopilot.DefaultMaxTrailingLogs,
 			UpdateInterval:          2 * time.Second,
 			ReconcileInterval:       10 * time.Second,
+		},
+		Scheduler: SchedulerConfig{
+			NumWorkers: runtime.NumCPU(),
+			Schedulers: []droverv1.JobType{droverv1.JobType_JOB_TYPE_SERVICE, droverv1.JobType_JOB_TYPE_BATCH, droverv1.JobType_JOB_TYPE_SYSTEM},
+			AllocCIDR:  DefaultAllocCIDR,
+			Broker:     broker.DefaultConfig(),
 		},
 	}
 }

@@ -195,6 +195,7 @@ func (s *Server) leaderDuties() []LeaderDuty {
 			go s.autopilot.Start(ctx)
 			return nil
 		}, Stop: s.autopilot.Stop},
+		s.sched.duty(),
 	}
 }
 

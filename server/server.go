@@ -46,6 +46,8 @@ type Server struct {
 	established atomic.Bool
 	leader      *leadership
 	autopilot   *autopilot.Autopilot
+	sched       *scheduling
+	workers     *workerPool
 	peers       *peers
 	forming     forming
 
@@ -104,6 +106,10 @@ func New(cfg Config) (s *Server, err error) {
 	cleanups = append(cleanups, func() { _ = s.listener.Close() })
 	s.rpcAddr = advertised(s.listener.Addr().String(), cfg.AdvertiseHost)
 
+	s.sched = newScheduling(s)
+	machine := fsm.New(s.state, s.events, s.logger.With("component", "fsm"))
+	machine.SetHooks(s.sched)
+
 	raftAdvertise := ""
 	if cfg.AdvertiseHost != "" {
 		raftAdvertise = net.JoinHostPort(cfg.AdvertiseHost, "0")
@@ -113,7 +119,7 @@ func New(cfg Config) (s *Server, err error) {
 		DataDir:           s.dataDir,
 		BindAddr:          cfg.RaftAddr,
 		AdvertiseAddr:     raftAdvertise,
-		FSM:               fsm.New(s.state, s.events, s.logger.With("component", "fsm")),
+		FSM:               machine,
 		Logger:            s.logger,
 		Bootstrap:         cfg.Bootstrap || cfg.Dev,
 		SnapshotThreshold: cfg.SnapshotThreshold,
@@ -125,10 +131,15 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	cleanups = append(cleanups, func() { _ = s.raft.Shutdown() })
 
+	if s.workers, err = newWorkerPool(s); err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, func() { _ = s.workers.conn.Close() })
 	s.rpc = rpc.NewServer(s, s, rpc.Config{
 		Logger:                   s.logger.With("component", "rpc"),
 		UpdateAllocBatchInterval: cfg.UpdateAllocBatchInterval,
 		LeaderHoldTimeout:        cfg.LeaderHoldTimeout,
+		Scheduling:               &schedulingService{sc: s.sched, workers: s.workers},
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
@@ -160,6 +171,7 @@ func (s *Server) start() {
 		defer s.wg.Done()
 		s.monitorLeadership(observations)
 	}()
+	s.workers.start(s.lifetime)
 }
 
 // Shutdown stops the server: health turns NOT_SERVING, blocking queries and
@@ -173,6 +185,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.handOffLeadership()
 		close(s.shutdownCh)
 		s.endLifetime()
+		s.workers.stop()
 		timeout := s.cfg.ShutdownTimeout
 		if timeout <= 0 {
 			timeout = DefaultConfig().ShutdownTimeout

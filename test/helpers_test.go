@@ -43,7 +43,7 @@ func registerJob(ctx context.Context, conn grpc.ClientConnInterface, j *droverv1
 // retryUnavailable calls f until it succeeds, retrying Unavailable errors
 // (an election, a server that is down) until ctx ends. Any other error
 // fails the test.
-func retryUnavailable(ctx context.Context, t *testing.T, what string, f func(context.Context) error) {
+func retryUnavailable(ctx context.Context, t testing.TB, what string, f func(context.Context) error) {
 	t.Helper()
 	var last error
 	for tries := 1; ; tries++ {
@@ -143,7 +143,7 @@ func jobKnown(ctx context.Context, s *cluster.Server, jobID string) (bool, error
 
 // registerNodes registers count new nodes through conn, workers at a time,
 // and returns them. Every registration must succeed.
-func registerNodes(ctx context.Context, t *testing.T, conn grpc.ClientConnInterface, count, workers int) []*droverv1.Node {
+func registerNodes(ctx context.Context, t testing.TB, conn grpc.ClientConnInterface, count, workers int) []*droverv1.Node {
 	t.Helper()
 	nodes := make([]*droverv1.Node, count)
 	for i := range nodes {
@@ -181,7 +181,7 @@ func serverInfo(ctx context.Context, s *cluster.Server) (*droverv1.ServerInfoRes
 
 // poll calls check until it returns true or ctx ends, then fails the test
 // with check's last explanation.
-func poll(ctx context.Context, t *testing.T, what string, check func() (bool, string)) {
+func poll(ctx context.Context, t testing.TB, what string, check func() (bool, string)) {
 	t.Helper()
 	start := time.Now()
 	for {

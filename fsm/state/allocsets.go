@@ -143,6 +143,7 @@ func (tx *txn) trackAlloc(before, after *droverv1.Allocation, serverSide bool) {
 	if a == nil {
 		a = before
 	}
+	tx.trackIP(before, after)
 	job := tx.jobSets.get(tx, a.GetJobId())
 	job.bumped = true
 	if isLive(after) {

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"fmt"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -12,6 +14,39 @@ func (s *StateStore) UpsertEvals(index uint64, e *droverv1.EvalUpdateEntry) ([]C
 func (tx *txn) upsertEvals(evals []*droverv1.Evaluation) error {
 	for _, ev := range evals {
 		if err := tx.upsertEval(ev); err != nil {
+			return err
+		}
+		if err := tx.cancelBlockedAfter(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cancelBlockedAfter cancels the job's blocked evaluations once an
+// evaluation of the job completed without leaving a blocked one behind: it
+// placed everything, so they have nothing left to wait for.
+func (tx *txn) cancelBlockedAfter(ev *droverv1.Evaluation) error {
+	if ev.GetStatus() != droverv1.EvalStatus_EVAL_STATUS_COMPLETE || ev.GetBlockedEval() != "" {
+		return nil
+	}
+	it, err := tx.db.Get(TableEvals, indexJob, ev.GetJobId())
+	if err != nil {
+		return fmt.Errorf("evaluations of job %q: %w", ev.GetJobId(), err)
+	}
+	var stale []*droverv1.Evaluation
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		other := obj.(*droverv1.Evaluation)
+		if other.GetId() != ev.GetId() && other.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_BLOCKED {
+			stale = append(stale, other)
+		}
+	}
+	for _, other := range stale {
+		c := other.CloneVT()
+		c.Status = droverv1.EvalStatus_EVAL_STATUS_CANCELED
+		c.StatusDescription = fmt.Sprintf("evaluation %s successful", ev.GetId())
+		c.ModifyTime = ev.GetModifyTime()
+		if err := tx.upsertEval(c); err != nil {
 			return err
 		}
 	}

@@ -87,6 +87,7 @@ func (r *Restorer) Commit(applied uint64) {
 	r.tx.tables = map[string]struct{}{}
 	r.tx.jobSets.flush(r.tx)
 	r.tx.nodeSets.flush(r.tx)
+	r.tx.flushIPs()
 	r.tx.db.Commit()
 	r.s.replace(r.db, applied, r.nodes)
 }

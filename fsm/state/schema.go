@@ -24,6 +24,9 @@ const (
 	// written to snapshots: the allocation ids of each node and each job.
 	tableNodeAllocs = "node_allocs"
 	tableJobAllocs  = "job_allocs"
+	// tableIPBlocks is derived too: which allocation addresses are held,
+	// one bitmap row per block of 256 addresses (see ipblocks.go).
+	tableIPBlocks = "ip_blocks"
 )
 
 // Index names.
@@ -109,6 +112,12 @@ func schema() *memdb.DBSchema {
 			Name: tableNodeAllocs,
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*allocSet]{get: func(s *allocSet) string { return s.key }}},
+			},
+		},
+		tableIPBlocks: {
+			Name: tableIPBlocks,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*ipBlock]{get: func(b *ipBlock) string { return b.key }}},
 			},
 		},
 		tableJobAllocs: {

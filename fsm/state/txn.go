@@ -26,6 +26,7 @@ type txn struct {
 	tables   map[string]struct{}
 	nodeSets *setChanges
 	jobSets  *setChanges
+	ipBlocks ipChanges
 }
 
 func newTxn(db *memdb.MemDB, index uint64) *txn {
@@ -35,6 +36,7 @@ func newTxn(db *memdb.MemDB, index uint64) *txn {
 		tables:   make(map[string]struct{}),
 		nodeSets: newSetChanges(tableNodeAllocs),
 		jobSets:  newSetChanges(tableJobAllocs),
+		ipBlocks: make(ipChanges),
 	}
 }
 
@@ -105,6 +107,7 @@ func (tx *txn) finish() error {
 		}
 	}
 	tx.nodeSets.flush(tx)
+	tx.flushIPs()
 	for _, table := range sortedKeys(tx.tables) {
 		if err := tx.db.Insert(TableIndex, &tableIndex{table: table, index: tx.index}); err != nil {
 			return fmt.Errorf("write index of %s: %w", table, err)

@@ -739,11 +739,530 @@ func (x *StateDigestResponse) GetTables() map[string]string {
 	return nil
 }
 
+type SchedulerWorkersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerWorkersRequest) Reset() {
+	*x = SchedulerWorkersRequest{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerWorkersRequest) ProtoMessage() {}
+
+func (x *SchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerWorkersRequest.ProtoReflect.Descriptor instead.
+func (*SchedulerWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{12}
+}
+
+// SchedulerWorker is one scheduler worker of a server.
+type SchedulerWorker struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// starting, waiting_to_dequeue, waiting_for_state, scheduling,
+	// submitting, backoff, paused, stopping, stopped.
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// The evaluation being processed, if any.
+	EvalId string `protobuf:"bytes,3,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
+	JobId  string `protobuf:"bytes,4,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Unix nanoseconds.
+	StartedAt     int64  `protobuf:"varint,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	EvalsAcked    uint64 `protobuf:"varint,6,opt,name=evals_acked,json=evalsAcked,proto3" json:"evals_acked,omitempty"`
+	EvalsNacked   uint64 `protobuf:"varint,7,opt,name=evals_nacked,json=evalsNacked,proto3" json:"evals_nacked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerWorker) Reset() {
+	*x = SchedulerWorker{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerWorker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerWorker) ProtoMessage() {}
+
+func (x *SchedulerWorker) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerWorker.ProtoReflect.Descriptor instead.
+func (*SchedulerWorker) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SchedulerWorker) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SchedulerWorker) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *SchedulerWorker) GetEvalId() string {
+	if x != nil {
+		return x.EvalId
+	}
+	return ""
+}
+
+func (x *SchedulerWorker) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SchedulerWorker) GetStartedAt() int64 {
+	if x != nil {
+		return x.StartedAt
+	}
+	return 0
+}
+
+func (x *SchedulerWorker) GetEvalsAcked() uint64 {
+	if x != nil {
+		return x.EvalsAcked
+	}
+	return 0
+}
+
+func (x *SchedulerWorker) GetEvalsNacked() uint64 {
+	if x != nil {
+		return x.EvalsNacked
+	}
+	return 0
+}
+
+type SchedulerWorkersResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	ServerId          string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	NumWorkers        int32                  `protobuf:"varint,2,opt,name=num_workers,json=numWorkers,proto3" json:"num_workers,omitempty"`
+	EnabledSchedulers []JobType              `protobuf:"varint,3,rep,packed,name=enabled_schedulers,json=enabledSchedulers,proto3,enum=drover.v1.JobType" json:"enabled_schedulers,omitempty"`
+	Paused            bool                   `protobuf:"varint,4,opt,name=paused,proto3" json:"paused,omitempty"`
+	Workers           []*SchedulerWorker     `protobuf:"bytes,5,rep,name=workers,proto3" json:"workers,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SchedulerWorkersResponse) Reset() {
+	*x = SchedulerWorkersResponse{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerWorkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerWorkersResponse) ProtoMessage() {}
+
+func (x *SchedulerWorkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerWorkersResponse.ProtoReflect.Descriptor instead.
+func (*SchedulerWorkersResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SchedulerWorkersResponse) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *SchedulerWorkersResponse) GetNumWorkers() int32 {
+	if x != nil {
+		return x.NumWorkers
+	}
+	return 0
+}
+
+func (x *SchedulerWorkersResponse) GetEnabledSchedulers() []JobType {
+	if x != nil {
+		return x.EnabledSchedulers
+	}
+	return nil
+}
+
+func (x *SchedulerWorkersResponse) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *SchedulerWorkersResponse) GetWorkers() []*SchedulerWorker {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
+type UpdateSchedulerWorkersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// New number of workers; unset keeps the current number. Zero stops
+	// scheduling on this server.
+	NumWorkers *int32 `protobuf:"varint,1,opt,name=num_workers,json=numWorkers,proto3,oneof" json:"num_workers,omitempty"`
+	// New scheduler types; empty keeps the current ones.
+	EnabledSchedulers []JobType `protobuf:"varint,2,rep,packed,name=enabled_schedulers,json=enabledSchedulers,proto3,enum=drover.v1.JobType" json:"enabled_schedulers,omitempty"`
+	// Pause or resume every worker; unset keeps the current state.
+	Paused        *bool `protobuf:"varint,3,opt,name=paused,proto3,oneof" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSchedulerWorkersRequest) Reset() {
+	*x = UpdateSchedulerWorkersRequest{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSchedulerWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSchedulerWorkersRequest) ProtoMessage() {}
+
+func (x *UpdateSchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSchedulerWorkersRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSchedulerWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UpdateSchedulerWorkersRequest) GetNumWorkers() int32 {
+	if x != nil && x.NumWorkers != nil {
+		return *x.NumWorkers
+	}
+	return 0
+}
+
+func (x *UpdateSchedulerWorkersRequest) GetEnabledSchedulers() []JobType {
+	if x != nil {
+		return x.EnabledSchedulers
+	}
+	return nil
+}
+
+func (x *UpdateSchedulerWorkersRequest) GetPaused() bool {
+	if x != nil && x.Paused != nil {
+		return *x.Paused
+	}
+	return false
+}
+
+type SchedulerStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerStatsRequest) Reset() {
+	*x = SchedulerStatsRequest{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerStatsRequest) ProtoMessage() {}
+
+func (x *SchedulerStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerStatsRequest.ProtoReflect.Descriptor instead.
+func (*SchedulerStatsRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{16}
+}
+
+// BrokerQueueStats counts one scheduler type's evaluations in the broker.
+type BrokerQueueStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scheduler     JobType                `protobuf:"varint,1,opt,name=scheduler,proto3,enum=drover.v1.JobType" json:"scheduler,omitempty"`
+	Ready         int32                  `protobuf:"varint,2,opt,name=ready,proto3" json:"ready,omitempty"`
+	Unacked       int32                  `protobuf:"varint,3,opt,name=unacked,proto3" json:"unacked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BrokerQueueStats) Reset() {
+	*x = BrokerQueueStats{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BrokerQueueStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BrokerQueueStats) ProtoMessage() {}
+
+func (x *BrokerQueueStats) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BrokerQueueStats.ProtoReflect.Descriptor instead.
+func (*BrokerQueueStats) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BrokerQueueStats) GetScheduler() JobType {
+	if x != nil {
+		return x.Scheduler
+	}
+	return JobType_JOB_TYPE_UNSPECIFIED
+}
+
+func (x *BrokerQueueStats) GetReady() int32 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *BrokerQueueStats) GetUnacked() int32 {
+	if x != nil {
+		return x.Unacked
+	}
+	return 0
+}
+
+type SchedulerStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Evaluations ready to be dequeued.
+	Ready int32 `protobuf:"varint,1,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Dequeued and not yet acknowledged.
+	Unacked int32 `protobuf:"varint,2,opt,name=unacked,proto3" json:"unacked,omitempty"`
+	// Waiting behind an earlier evaluation of the same job.
+	Pending int32 `protobuf:"varint,3,opt,name=pending,proto3" json:"pending,omitempty"`
+	// Held until their wait_until time.
+	Delayed int32 `protobuf:"varint,4,opt,name=delayed,proto3" json:"delayed,omitempty"`
+	// Made redundant and waiting to be canceled through raft.
+	Cancelable int32 `protobuf:"varint,5,opt,name=cancelable,proto3" json:"cancelable,omitempty"`
+	// Past the delivery limit, waiting to be marked failed.
+	Failed int32 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Blocked evaluations waiting for capacity, and how many of them any
+	// capacity change releases.
+	Blocked        int32               `protobuf:"varint,7,opt,name=blocked,proto3" json:"blocked,omitempty"`
+	BlockedEscaped int32               `protobuf:"varint,8,opt,name=blocked_escaped,json=blockedEscaped,proto3" json:"blocked_escaped,omitempty"`
+	ByScheduler    []*BrokerQueueStats `protobuf:"bytes,9,rep,name=by_scheduler,json=byScheduler,proto3" json:"by_scheduler,omitempty"`
+	// Plans waiting for the plan applier.
+	PlanQueueDepth         int32  `protobuf:"varint,10,opt,name=plan_queue_depth,json=planQueueDepth,proto3" json:"plan_queue_depth,omitempty"`
+	PlansApplied           uint64 `protobuf:"varint,11,opt,name=plans_applied,json=plansApplied,proto3" json:"plans_applied,omitempty"`
+	PlansPartiallyRejected uint64 `protobuf:"varint,12,opt,name=plans_partially_rejected,json=plansPartiallyRejected,proto3" json:"plans_partially_rejected,omitempty"`
+	PlanNodesRejected      uint64 `protobuf:"varint,13,opt,name=plan_nodes_rejected,json=planNodesRejected,proto3" json:"plan_nodes_rejected,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *SchedulerStatsResponse) Reset() {
+	*x = SchedulerStatsResponse{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerStatsResponse) ProtoMessage() {}
+
+func (x *SchedulerStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerStatsResponse.ProtoReflect.Descriptor instead.
+func (*SchedulerStatsResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SchedulerStatsResponse) GetReady() int32 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetUnacked() int32 {
+	if x != nil {
+		return x.Unacked
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetPending() int32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetDelayed() int32 {
+	if x != nil {
+		return x.Delayed
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetCancelable() int32 {
+	if x != nil {
+		return x.Cancelable
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetBlocked() int32 {
+	if x != nil {
+		return x.Blocked
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetBlockedEscaped() int32 {
+	if x != nil {
+		return x.BlockedEscaped
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetByScheduler() []*BrokerQueueStats {
+	if x != nil {
+		return x.ByScheduler
+	}
+	return nil
+}
+
+func (x *SchedulerStatsResponse) GetPlanQueueDepth() int32 {
+	if x != nil {
+		return x.PlanQueueDepth
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetPlansApplied() uint64 {
+	if x != nil {
+		return x.PlansApplied
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetPlansPartiallyRejected() uint64 {
+	if x != nil {
+		return x.PlansPartiallyRejected
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetPlanNodesRejected() uint64 {
+	if x != nil {
+		return x.PlanNodesRejected
+	}
+	return 0
+}
+
 var File_drover_v1_operator_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\n" +
-	" drover/v1/operator_service.proto\x12\tdrover.v1\x1a\x16drover/v1/server.proto\"\x16\n" +
+	" drover/v1/operator_service.proto\x12\tdrover.v1\x1a\x13drover/v1/job.proto\x1a\x16drover/v1/server.proto\"\x16\n" +
 	"\x14RaftListPeersRequest\"\x9c\x01\n" +
 	"\bRaftPeer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -795,13 +1314,63 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\x06tables\x18\x02 \x03(\v2*.drover.v1.StateDigestResponse.TablesEntryR\x06tables\x1a9\n" +
 	"\vTablesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xcd\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x19\n" +
+	"\x17SchedulerWorkersRequest\"\xcc\x01\n" +
+	"\x0fSchedulerWorker\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x17\n" +
+	"\aeval_id\x18\x03 \x01(\tR\x06evalId\x12\x15\n" +
+	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x12\x1d\n" +
+	"\n" +
+	"started_at\x18\x05 \x01(\x03R\tstartedAt\x12\x1f\n" +
+	"\vevals_acked\x18\x06 \x01(\x04R\n" +
+	"evalsAcked\x12!\n" +
+	"\fevals_nacked\x18\a \x01(\x04R\vevalsNacked\"\xe9\x01\n" +
+	"\x18SchedulerWorkersResponse\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1f\n" +
+	"\vnum_workers\x18\x02 \x01(\x05R\n" +
+	"numWorkers\x12A\n" +
+	"\x12enabled_schedulers\x18\x03 \x03(\x0e2\x12.drover.v1.JobTypeR\x11enabledSchedulers\x12\x16\n" +
+	"\x06paused\x18\x04 \x01(\bR\x06paused\x124\n" +
+	"\aworkers\x18\x05 \x03(\v2\x1a.drover.v1.SchedulerWorkerR\aworkers\"\xc0\x01\n" +
+	"\x1dUpdateSchedulerWorkersRequest\x12$\n" +
+	"\vnum_workers\x18\x01 \x01(\x05H\x00R\n" +
+	"numWorkers\x88\x01\x01\x12A\n" +
+	"\x12enabled_schedulers\x18\x02 \x03(\x0e2\x12.drover.v1.JobTypeR\x11enabledSchedulers\x12\x1b\n" +
+	"\x06paused\x18\x03 \x01(\bH\x01R\x06paused\x88\x01\x01B\x0e\n" +
+	"\f_num_workersB\t\n" +
+	"\a_paused\"\x17\n" +
+	"\x15SchedulerStatsRequest\"t\n" +
+	"\x10BrokerQueueStats\x120\n" +
+	"\tscheduler\x18\x01 \x01(\x0e2\x12.drover.v1.JobTypeR\tscheduler\x12\x14\n" +
+	"\x05ready\x18\x02 \x01(\x05R\x05ready\x12\x18\n" +
+	"\aunacked\x18\x03 \x01(\x05R\aunacked\"\xf0\x03\n" +
+	"\x16SchedulerStatsResponse\x12\x14\n" +
+	"\x05ready\x18\x01 \x01(\x05R\x05ready\x12\x18\n" +
+	"\aunacked\x18\x02 \x01(\x05R\aunacked\x12\x18\n" +
+	"\apending\x18\x03 \x01(\x05R\apending\x12\x18\n" +
+	"\adelayed\x18\x04 \x01(\x05R\adelayed\x12\x1e\n" +
+	"\n" +
+	"cancelable\x18\x05 \x01(\x05R\n" +
+	"cancelable\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x05R\x06failed\x12\x18\n" +
+	"\ablocked\x18\a \x01(\x05R\ablocked\x12'\n" +
+	"\x0fblocked_escaped\x18\b \x01(\x05R\x0eblockedEscaped\x12>\n" +
+	"\fby_scheduler\x18\t \x03(\v2\x1b.drover.v1.BrokerQueueStatsR\vbyScheduler\x12(\n" +
+	"\x10plan_queue_depth\x18\n" +
+	" \x01(\x05R\x0eplanQueueDepth\x12#\n" +
+	"\rplans_applied\x18\v \x01(\x04R\fplansApplied\x128\n" +
+	"\x18plans_partially_rejected\x18\f \x01(\x04R\x16plansPartiallyRejected\x12.\n" +
+	"\x13plan_nodes_rejected\x18\r \x01(\x04R\x11planNodesRejected2\xea\x05\n" +
 	"\x0fOperatorService\x12R\n" +
 	"\rRaftListPeers\x12\x1f.drover.v1.RaftListPeersRequest\x1a .drover.v1.RaftListPeersResponse\x12U\n" +
 	"\x0eRaftRemovePeer\x12 .drover.v1.RaftRemovePeerRequest\x1a!.drover.v1.RaftRemovePeerResponse\x12m\n" +
 	"\x16RaftTransferLeadership\x12(.drover.v1.RaftTransferLeadershipRequest\x1a).drover.v1.RaftTransferLeadershipResponse\x12R\n" +
 	"\rServerMembers\x12\x1f.drover.v1.ServerMembersRequest\x1a .drover.v1.ServerMembersResponse\x12L\n" +
-	"\vStateDigest\x12\x1d.drover.v1.StateDigestRequest\x1a\x1e.drover.v1.StateDigestResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\vStateDigest\x12\x1d.drover.v1.StateDigestRequest\x1a\x1e.drover.v1.StateDigestResponse\x12[\n" +
+	"\x10SchedulerWorkers\x12\".drover.v1.SchedulerWorkersRequest\x1a#.drover.v1.SchedulerWorkersResponse\x12g\n" +
+	"\x16UpdateSchedulerWorkers\x12(.drover.v1.UpdateSchedulerWorkersRequest\x1a#.drover.v1.SchedulerWorkersResponse\x12U\n" +
+	"\x0eSchedulerStats\x12 .drover.v1.SchedulerStatsRequest\x1a!.drover.v1.SchedulerStatsResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_operator_service_proto_rawDescOnce sync.Once
@@ -815,7 +1384,7 @@ func file_drover_v1_operator_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_operator_service_proto_rawDescData
 }
 
-var file_drover_v1_operator_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_drover_v1_operator_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_drover_v1_operator_service_proto_goTypes = []any{
 	(*RaftListPeersRequest)(nil),           // 0: drover.v1.RaftListPeersRequest
 	(*RaftPeer)(nil),                       // 1: drover.v1.RaftPeer
@@ -829,29 +1398,48 @@ var file_drover_v1_operator_service_proto_goTypes = []any{
 	(*ServerMembersResponse)(nil),          // 9: drover.v1.ServerMembersResponse
 	(*StateDigestRequest)(nil),             // 10: drover.v1.StateDigestRequest
 	(*StateDigestResponse)(nil),            // 11: drover.v1.StateDigestResponse
-	nil,                                    // 12: drover.v1.StateDigestResponse.TablesEntry
-	(RaftState)(0),                         // 13: drover.v1.RaftState
+	(*SchedulerWorkersRequest)(nil),        // 12: drover.v1.SchedulerWorkersRequest
+	(*SchedulerWorker)(nil),                // 13: drover.v1.SchedulerWorker
+	(*SchedulerWorkersResponse)(nil),       // 14: drover.v1.SchedulerWorkersResponse
+	(*UpdateSchedulerWorkersRequest)(nil),  // 15: drover.v1.UpdateSchedulerWorkersRequest
+	(*SchedulerStatsRequest)(nil),          // 16: drover.v1.SchedulerStatsRequest
+	(*BrokerQueueStats)(nil),               // 17: drover.v1.BrokerQueueStats
+	(*SchedulerStatsResponse)(nil),         // 18: drover.v1.SchedulerStatsResponse
+	nil,                                    // 19: drover.v1.StateDigestResponse.TablesEntry
+	(RaftState)(0),                         // 20: drover.v1.RaftState
+	(JobType)(0),                           // 21: drover.v1.JobType
 }
 var file_drover_v1_operator_service_proto_depIdxs = []int32{
 	1,  // 0: drover.v1.RaftListPeersResponse.peers:type_name -> drover.v1.RaftPeer
-	13, // 1: drover.v1.ServerHealth.raft_state:type_name -> drover.v1.RaftState
+	20, // 1: drover.v1.ServerHealth.raft_state:type_name -> drover.v1.RaftState
 	8,  // 2: drover.v1.ServerMembersResponse.servers:type_name -> drover.v1.ServerHealth
-	12, // 3: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
-	0,  // 4: drover.v1.OperatorService.RaftListPeers:input_type -> drover.v1.RaftListPeersRequest
-	3,  // 5: drover.v1.OperatorService.RaftRemovePeer:input_type -> drover.v1.RaftRemovePeerRequest
-	5,  // 6: drover.v1.OperatorService.RaftTransferLeadership:input_type -> drover.v1.RaftTransferLeadershipRequest
-	7,  // 7: drover.v1.OperatorService.ServerMembers:input_type -> drover.v1.ServerMembersRequest
-	10, // 8: drover.v1.OperatorService.StateDigest:input_type -> drover.v1.StateDigestRequest
-	2,  // 9: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
-	4,  // 10: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
-	6,  // 11: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
-	9,  // 12: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
-	11, // 13: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	19, // 3: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
+	21, // 4: drover.v1.SchedulerWorkersResponse.enabled_schedulers:type_name -> drover.v1.JobType
+	13, // 5: drover.v1.SchedulerWorkersResponse.workers:type_name -> drover.v1.SchedulerWorker
+	21, // 6: drover.v1.UpdateSchedulerWorkersRequest.enabled_schedulers:type_name -> drover.v1.JobType
+	21, // 7: drover.v1.BrokerQueueStats.scheduler:type_name -> drover.v1.JobType
+	17, // 8: drover.v1.SchedulerStatsResponse.by_scheduler:type_name -> drover.v1.BrokerQueueStats
+	0,  // 9: drover.v1.OperatorService.RaftListPeers:input_type -> drover.v1.RaftListPeersRequest
+	3,  // 10: drover.v1.OperatorService.RaftRemovePeer:input_type -> drover.v1.RaftRemovePeerRequest
+	5,  // 11: drover.v1.OperatorService.RaftTransferLeadership:input_type -> drover.v1.RaftTransferLeadershipRequest
+	7,  // 12: drover.v1.OperatorService.ServerMembers:input_type -> drover.v1.ServerMembersRequest
+	10, // 13: drover.v1.OperatorService.StateDigest:input_type -> drover.v1.StateDigestRequest
+	12, // 14: drover.v1.OperatorService.SchedulerWorkers:input_type -> drover.v1.SchedulerWorkersRequest
+	15, // 15: drover.v1.OperatorService.UpdateSchedulerWorkers:input_type -> drover.v1.UpdateSchedulerWorkersRequest
+	16, // 16: drover.v1.OperatorService.SchedulerStats:input_type -> drover.v1.SchedulerStatsRequest
+	2,  // 17: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
+	4,  // 18: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
+	6,  // 19: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
+	9,  // 20: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
+	11, // 21: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
+	14, // 22: drover.v1.OperatorService.SchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	14, // 23: drover.v1.OperatorService.UpdateSchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	18, // 24: drover.v1.OperatorService.SchedulerStats:output_type -> drover.v1.SchedulerStatsResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_operator_service_proto_init() }
@@ -859,14 +1447,16 @@ func file_drover_v1_operator_service_proto_init() {
 	if File_drover_v1_operator_service_proto != nil {
 		return
 	}
+	file_drover_v1_job_proto_init()
 	file_drover_v1_server_proto_init()
+	file_drover_v1_operator_service_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_operator_service_proto_rawDesc), len(file_drover_v1_operator_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,9 @@ const (
 	OperatorService_RaftTransferLeadership_FullMethodName = "/drover.v1.OperatorService/RaftTransferLeadership"
 	OperatorService_ServerMembers_FullMethodName          = "/drover.v1.OperatorService/ServerMembers"
 	OperatorService_StateDigest_FullMethodName            = "/drover.v1.OperatorService/StateDigest"
+	OperatorService_SchedulerWorkers_FullMethodName       = "/drover.v1.OperatorService/SchedulerWorkers"
+	OperatorService_UpdateSchedulerWorkers_FullMethodName = "/drover.v1.OperatorService/UpdateSchedulerWorkers"
+	OperatorService_SchedulerStats_FullMethodName         = "/drover.v1.OperatorService/SchedulerStats"
 )
 
 // OperatorServiceClient is the client API for OperatorService service.
@@ -48,6 +51,16 @@ type OperatorServiceClient interface {
 	// StateDigest returns the answering server's applied index and a digest
 	// of every table. It is always answered locally.
 	StateDigest(ctx context.Context, in *StateDigestRequest, opts ...grpc.CallOption) (*StateDigestResponse, error)
+	// SchedulerWorkers lists the scheduler workers of the answering server
+	// with what each is doing. Always answered locally.
+	SchedulerWorkers(ctx context.Context, in *SchedulerWorkersRequest, opts ...grpc.CallOption) (*SchedulerWorkersResponse, error)
+	// UpdateSchedulerWorkers changes the answering server's worker pool at
+	// run time: how many workers, which scheduler types, paused or not.
+	// Always answered locally.
+	UpdateSchedulerWorkers(ctx context.Context, in *UpdateSchedulerWorkersRequest, opts ...grpc.CallOption) (*SchedulerWorkersResponse, error)
+	// SchedulerStats reports the leader's eval broker, blocked evaluations
+	// and plan queue.
+	SchedulerStats(ctx context.Context, in *SchedulerStatsRequest, opts ...grpc.CallOption) (*SchedulerStatsResponse, error)
 }
 
 type operatorServiceClient struct {
@@ -108,6 +121,36 @@ func (c *operatorServiceClient) StateDigest(ctx context.Context, in *StateDigest
 	return out, nil
 }
 
+func (c *operatorServiceClient) SchedulerWorkers(ctx context.Context, in *SchedulerWorkersRequest, opts ...grpc.CallOption) (*SchedulerWorkersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SchedulerWorkersResponse)
+	err := c.cc.Invoke(ctx, OperatorService_SchedulerWorkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) UpdateSchedulerWorkers(ctx context.Context, in *UpdateSchedulerWorkersRequest, opts ...grpc.CallOption) (*SchedulerWorkersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SchedulerWorkersResponse)
+	err := c.cc.Invoke(ctx, OperatorService_UpdateSchedulerWorkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) SchedulerStats(ctx context.Context, in *SchedulerStatsRequest, opts ...grpc.CallOption) (*SchedulerStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SchedulerStatsResponse)
+	err := c.cc.Invoke(ctx, OperatorService_SchedulerStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OperatorServiceServer is the server API for OperatorService service.
 // All implementations must embed UnimplementedOperatorServiceServer
 // for forward compatibility.
@@ -130,6 +173,16 @@ type OperatorServiceServer interface {
 	// StateDigest returns the answering server's applied index and a digest
 	// of every table. It is always answered locally.
 	StateDigest(context.Context, *StateDigestRequest) (*StateDigestResponse, error)
+	// SchedulerWorkers lists the scheduler workers of the answering server
+	// with what each is doing. Always answered locally.
+	SchedulerWorkers(context.Context, *SchedulerWorkersRequest) (*SchedulerWorkersResponse, error)
+	// UpdateSchedulerWorkers changes the answering server's worker pool at
+	// run time: how many workers, which scheduler types, paused or not.
+	// Always answered locally.
+	UpdateSchedulerWorkers(context.Context, *UpdateSchedulerWorkersRequest) (*SchedulerWorkersResponse, error)
+	// SchedulerStats reports the leader's eval broker, blocked evaluations
+	// and plan queue.
+	SchedulerStats(context.Context, *SchedulerStatsRequest) (*SchedulerStatsResponse, error)
 	mustEmbedUnimplementedOperatorServiceServer()
 }
 
@@ -154,6 +207,15 @@ func (UnimplementedOperatorServiceServer) ServerMembers(context.Context, *Server
 }
 func (UnimplementedOperatorServiceServer) StateDigest(context.Context, *StateDigestRequest) (*StateDigestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StateDigest not implemented")
+}
+func (UnimplementedOperatorServiceServer) SchedulerWorkers(context.Context, *SchedulerWorkersRequest) (*SchedulerWorkersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SchedulerWorkers not implemented")
+}
+func (UnimplementedOperatorServiceServer) UpdateSchedulerWorkers(context.Context, *UpdateSchedulerWorkersRequest) (*SchedulerWorkersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSchedulerWorkers not implemented")
+}
+func (UnimplementedOperatorServiceServer) SchedulerStats(context.Context, *SchedulerStatsRequest) (*SchedulerStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SchedulerStats not implemented")
 }
 func (UnimplementedOperatorServiceServer) mustEmbedUnimplementedOperatorServiceServer() {}
 func (UnimplementedOperatorServiceServer) testEmbeddedByValue()                         {}
@@ -266,6 +328,60 @@ func _OperatorService_StateDigest_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OperatorService_SchedulerWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SchedulerWorkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).SchedulerWorkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_SchedulerWorkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).SchedulerWorkers(ctx, req.(*SchedulerWorkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_UpdateSchedulerWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateSchedulerWorkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).UpdateSchedulerWorkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_UpdateSchedulerWorkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).UpdateSchedulerWorkers(ctx, req.(*UpdateSchedulerWorkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_SchedulerStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SchedulerStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).SchedulerStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_SchedulerStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).SchedulerStats(ctx, req.(*SchedulerStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OperatorService_ServiceDesc is the grpc.ServiceDesc for OperatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -292,6 +408,18 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StateDigest",
 			Handler:    _OperatorService_StateDigest_Handler,
+		},
+		{
+			MethodName: "SchedulerWorkers",
+			Handler:    _OperatorService_SchedulerWorkers_Handler,
+		},
+		{
+			MethodName: "UpdateSchedulerWorkers",
+			Handler:    _OperatorService_UpdateSchedulerWorkers_Handler,
+		},
+		{
+			MethodName: "SchedulerStats",
+			Handler:    _OperatorService_SchedulerStats_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

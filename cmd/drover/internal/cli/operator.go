@@ -17,12 +17,15 @@ func operatorCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("drover operator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return &ffcli.Command{
-		Name:        "operator",
-		ShortUsage:  "drover operator <subcommand> [flags]",
-		ShortHelp:   "Operate the cluster's servers.",
-		FlagSet:     fs,
-		Subcommands: []*ffcli.Command{operatorRaftCommand(stdout, stderr)},
-		Exec:        groupExec(stderr),
+		Name:       "operator",
+		ShortUsage: "drover operator <subcommand> [flags]",
+		ShortHelp:  "Operate the cluster's servers.",
+		FlagSet:    fs,
+		Subcommands: []*ffcli.Command{
+			operatorRaftCommand(stdout, stderr),
+			operatorSchedulerCommand(stdout, stderr),
+		},
+		Exec: groupExec(stderr),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"os"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 )
@@ -20,6 +21,8 @@ func Root(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet:    fs,
 		Subcommands: []*ffcli.Command{
 			withServerSubcommands(serverCommand(stderr), stdout, stderr),
+			jobCommand(os.Stdin, stdout, stderr),
+			evalCommand(stdout, stderr),
 			operatorCommand(stdout, stderr),
 			versionCommand(stdout),
 		},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -60,6 +61,22 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs.DurationVar(&cfg.UpdateAllocBatchInterval, "update-alloc-batch", cfg.UpdateAllocBatchInterval, "window in which agents' allocation reports share one raft entry")
 	fs.DurationVar(&cfg.Heartbeat.MinTTL, "heartbeat-min-ttl", cfg.Heartbeat.MinTTL, "shortest heartbeat interval handed to nodes")
 	fs.Float64Var(&cfg.Heartbeat.MaxPerSecond, "heartbeat-max-per-second", cfg.Heartbeat.MaxPerSecond, "heartbeat rate the servers aim to stay under as the fleet grows")
+	fs.IntVar(&cfg.Scheduler.NumWorkers, "num-schedulers", cfg.Scheduler.NumWorkers, "scheduler workers on this server (0 schedules nothing here)")
+	fs.Func("schedulers", "comma-separated scheduler types this server's workers take (default service,batch,system)", func(v string) error {
+		types, err := ParseSchedulerTypes(v)
+		cfg.Scheduler.Schedulers = types
+		return err
+	})
+	fs.Func("alloc-cidr", "network every allocation takes one address from; the same on every server (default "+server.DefaultAllocCIDR.String()+")", func(v string) error {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return err
+		}
+		cfg.Scheduler.AllocCIDR = p.Masked()
+		return nil
+	})
+	fs.DurationVar(&cfg.Scheduler.Broker.NackTimeout, "eval-nack-timeout", cfg.Scheduler.Broker.NackTimeout, "how long a worker may hold an evaluation before the broker hands it to another")
+	fs.IntVar(&cfg.Scheduler.Broker.DeliveryLimit, "eval-delivery-limit", cfg.Scheduler.Broker.DeliveryLimit, "deliveries of an evaluation before it is marked failed")
 	fs.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text or json")
 	return fs, opts

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/google/uuid"
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// jobCommand groups the commands that run, inspect and stop jobs. stdin is
+// where `job run -` reads the job file.
+func jobCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
+	fs := flag.NewFlagSet("drover job", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return &ffcli.Command{
+		Name:       "job",
+		ShortUsage: "drover job <subcommand> [flags]",
+		ShortHelp:  "Run, inspect and stop jobs.",
+		FlagSet:    fs,
+		Subcommands: []*ffcli.Command{
+			jobRunCommand(stdin, stdout, stderr),
+			jobStatusCommand(stdout, stderr),
+			jobStopCommand(stdout, stderr),
+		},
+		Exec: groupExec(stderr),
+	}
+}
+
+func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
+	fs := flag.NewFlagSet("drover job run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	opts := clientFlags(fs, false)
+	var detach bool
+	var requestID string
+	fs.BoolVar(&detach, "detach", false, "return once the job is registered instead of following its evaluation")
+	fs.StringVar(&requestID, "request-id", "", "idempotency key of the write (default: a new UUID); repeat it to retry safely")
+	return &ffcli.Command{
+		Name:       "run",
+		ShortUsage: "drover job run [flags] FILE",
+		ShortHelp:  "Register a job from a JSON job file and follow its evaluation.",
+		LongHelp: "Register (create or update) the job FILE describes, - for stdin; see\n" +
+			"docs/jobs.md for the format. Unless -detach, follow the evaluation that\n" +
+			"schedules the job until it finishes and summarise what it placed and why\n" +
+			"anything could not be placed. -timeout bounds the whole command, the\n" +
+			"follow included; Ctrl-C stops following and leaves the job registered.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) != 1 {
+				return errors.New("give exactly one job file, or - to read it from stdin")
+			}
+			job, err := readJobFile(args[0], stdin)
+			if err != nil {
+				return err
+			}
+			if requestID == "" {
+				requestID = uuid.NewString()
+			}
+			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
+			if err != nil {
+				return err
+			}
+			defer closeSession()
+			resp, err := droverv1.NewJobServiceClient(s.conn).Register(ctx,
+				&droverv1.RegisterJobRequest{Job: job, RequestId: requestID})
+			if err != nil {
+				return s.fail(ctx, fmt.Sprintf("registering job %q", job.GetId()), err)
+			}
+			fmt.Fprintf(stdout, "Job %q registered at version %d\n", job.GetId(), resp.GetJobVersion())
+			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), detach, groupNames(job))
+		},
+	}
+}
+
+func jobStopCommand(stdout, stderr io.Writer) *ffcli.Command {
+	fs := flag.NewFlagSet("drover job stop", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	opts := clientFlags(fs, false)
+	var detach bool
+	var requestID string
+	fs.BoolVar(&detach, "detach", false, "return once the job is marked stopped instead of following its evaluation")
+	fs.StringVar(&requestID, "request-id", "", "idempotency key of the write (default: a new UUID); repeat it to retry safely")
+	return &ffcli.Command{
+		Name:       "stop",
+		ShortUsage: "drover job stop [flags] ID",
+		ShortHelp:  "Stop a job and follow the evaluation that stops its allocations.",
+		LongHelp: "Mark the job stopped; its evaluation stops every allocation. The job\n" +
+			"record stays, with status dead, until garbage collection. Unless -detach,\n" +
+			"follow the evaluation as `drover job run` does.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) != 1 {
+				return errors.New("give exactly one job id")
+			}
+			id := args[0]
+			if requestID == "" {
+				requestID = uuid.NewString()
+			}
+			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
+			if err != nil {
+				return err
+			}
+			defer closeSession()
+			resp, err := droverv1.NewJobServiceClient(s.conn).Deregister(ctx,
+				&droverv1.DeregisterJobRequest{JobId: id, RequestId: requestID})
+			if err != nil {
+				return s.fail(ctx, fmt.Sprintf("stopping job %q", id), err)
+			}
+			fmt.Fprintf(stdout, "Job %q stopped\n", id)
+			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), detach, nil)
+		},
+	}
+}
+
+// afterJobWrite prints the evaluation a job write created and, unless
+// detach, follows it.
+func afterJobWrite(ctx context.Context, s *session, stdout io.Writer, evalID string, detach bool, groups []string) error {
+	if evalID == "" {
+		_, err := fmt.Fprintln(stdout, "No evaluation was created")
+		return err
+	}
+	fmt.Fprintf(stdout, "Evaluation ID: %s\n", evalID)
+	if detach {
+		return nil
+	}
+	return followEval(ctx, s, stdout, evalID, groups)
+}
+
+// groupNames lists a job's task groups in the order of the job.
+func groupNames(job *droverv1.Job) []string {
+	names := make([]string, 0, len(job.GetTaskGroups()))
+	for _, tg := range job.GetTaskGroups() {
+		names = append(names, tg.GetName())
+	}
+	return names
+}
+
+// jobAllocs reads every allocation of a job, page by page. The meta is the
+// last page's.
+func jobAllocs(ctx context.Context, s *session, jobID string) ([]*droverv1.Allocation, *droverv1.QueryMeta, error) {
+	c := droverv1.NewJobServiceClient(s.conn)
+	var meta *droverv1.QueryMeta
+	allocs, err := allPages(ctx, func(ctx context.Context, token string) ([]*droverv1.Allocation, string, error) {
+		resp, err := c.Allocations(ctx, &droverv1.ListJobAllocationsRequest{JobId: jobID, Page: &droverv1.PageOptions{NextToken: token}})
+		meta = resp.GetMeta()
+		return resp.GetAllocations(), resp.GetNextToken(), err
+	})
+	return allocs, meta, err
+}

@@ -1,0 +1,184 @@
+// Package fit is the resource arithmetic of placement: what a node offers,
+// what its allocations hold, and whether a set of allocations fits. The
+// scheduler and the leader's plan applier both use it, so the two can never
+// disagree on what fits.
+//
+// An allocation holds its cpu, memory, disk, ports and address until it is
+// client-terminal (complete, failed or lost), not merely until the servers
+// want it stopped: its agent may still be running it.
+package fit
+
+import (
+	"fmt"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// The dynamic port range of a node that does not set its own.
+const (
+	DefaultMinDynamicPort = 20000
+	DefaultMaxDynamicPort = 32000
+)
+
+// Dimensions named when something does not fit.
+const (
+	DimensionCPU    = "cpu"
+	DimensionMemory = "memory"
+	DimensionDisk   = "disk"
+	DimensionPorts  = "ports"
+	DimensionIP     = "address"
+)
+
+// Holds reports whether an allocation holds resources on its node.
+func Holds(a *droverv1.Allocation) bool {
+	return !a.ClientTerminal()
+}
+
+// DynamicPortRange returns the inclusive range of ports handed out to
+// allocations on the node.
+func DynamicPortRange(node *droverv1.Node) (first, last int32) {
+	first, last = node.GetResources().GetMinDynamicPort(), node.GetResources().GetMaxDynamicPort()
+	if first <= 0 || last <= 0 || first > last {
+		return DefaultMinDynamicPort, DefaultMaxDynamicPort
+	}
+	return first, last
+}
+
+// Usage is what allocations hold on one node, against what the node offers
+// them (its resources minus what is reserved). Build it with NewUsage and
+// Add; the zero value is not usable.
+type Usage struct {
+	node *droverv1.Node
+	// Capacity left for allocations.
+	capCPU, capMemory, capDisk int64
+	// Held by the allocations added so far.
+	CPU, Memory, Disk int64
+	// ports maps each port held or reserved on the node to its holder: an
+	// allocation id, or "" for the node's own reservation.
+	ports map[int32]string
+	// ips maps each address held on the node to its allocation.
+	ips map[string]string
+}
+
+// NewUsage returns the usage of an empty node: nothing held but the node's
+// reserved ports.
+func NewUsage(node *droverv1.Node) *Usage {
+	res, rsv := node.GetResources(), node.GetReserved()
+	u := &Usage{
+		node:      node,
+		capCPU:    res.GetCpuMhz() - rsv.GetCpuMhz(),
+		capMemory: res.GetMemoryMb() - rsv.GetMemoryMb(),
+		capDisk:   res.GetDiskMb() - rsv.GetDiskMb(),
+		ports:     make(map[int32]string),
+		ips:       make(map[string]string),
+	}
+	for _, r := range rsv.GetPorts() {
+		for p := r.GetFirst(); p <= r.GetLast() && p > 0; p++ {
+			u.ports[p] = ""
+		}
+	}
+	return u
+}
+
+// Node returns the node the usage is for.
+func (u *Usage) Node() *droverv1.Node { return u.node }
+
+// Capacity returns what the node offers allocations in total.
+func (u *Usage) Capacity() (cpu, memory, disk int64) { return u.capCPU, u.capMemory, u.capDisk }
+
+// PortUsed reports whether a port is held by an allocation or reserved.
+func (u *Usage) PortUsed(port int32) bool {
+	_, ok := u.ports[port]
+	return ok
+}
+
+// IPUsed reports whether an allocation on the node holds the address.
+func (u *Usage) IPUsed(ip string) bool {
+	_, ok := u.ips[ip]
+	return ok
+}
+
+// Add counts an allocation's resources, if it holds any. It returns "" if
+// everything added so far still fits the node, else the first dimension
+// that does not (with detail for ports and addresses). Usage keeps counting
+// after a failure, so one pass can name the failing dimension.
+func (u *Usage) Add(a *droverv1.Allocation) string {
+	if !Holds(a) {
+		return ""
+	}
+	r := a.GetResources()
+	u.CPU += r.GetCpuMhz()
+	u.Memory += r.GetMemoryMb()
+	u.Disk += r.GetDiskMb()
+	failed := u.exceeded()
+	for _, p := range r.GetPorts() {
+		if holder, taken := u.ports[p.GetValue()]; taken && failed == "" {
+			failed = portCollision(p.GetValue(), holder)
+		}
+		u.ports[p.GetValue()] = a.GetId()
+	}
+	if ip := r.GetIp(); ip != "" {
+		if holder, taken := u.ips[ip]; taken && failed == "" {
+			failed = fmt.Sprintf("%s %s already held by allocation %s", DimensionIP, ip, holder)
+		}
+		u.ips[ip] = a.GetId()
+	}
+	return failed
+}
+
+// Exceeded returns the first of cpu, memory and disk that is over the
+// node's capacity, or "".
+func (u *Usage) exceeded() string {
+	switch {
+	case u.CPU > u.capCPU:
+		return DimensionCPU
+	case u.Memory > u.capMemory:
+		return DimensionMemory
+	case u.Disk > u.capDisk:
+		return DimensionDisk
+	}
+	return ""
+}
+
+// Fits reports whether an allocation asking for res would fit on top of
+// what is held: cpu, memory, disk and static ports. Dynamic ports are
+// checked when they are assigned. It returns "" or the first dimension that
+// does not fit.
+func (u *Usage) Fits(res *droverv1.Resources) string {
+	switch {
+	case u.CPU+res.GetCpuMhz() > u.capCPU:
+		return DimensionCPU
+	case u.Memory+res.GetMemoryMb() > u.capMemory:
+		return DimensionMemory
+	case u.Disk+res.GetDiskMb() > u.capDisk:
+		return DimensionDisk
+	}
+	for _, p := range res.GetPorts() {
+		if p.GetValue() > 0 && u.PortUsed(p.GetValue()) {
+			return DimensionPorts
+		}
+	}
+	return ""
+}
+
+func portCollision(port int32, holder string) string {
+	if holder == "" {
+		return fmt.Sprintf("%s: port %d is reserved on the node", DimensionPorts, port)
+	}
+	return fmt.Sprintf("%s: port %d already held by allocation %s", DimensionPorts, port, holder)
+}
+
+// AllocsFit reports whether allocations fit on a node together: cpu, memory
+// and disk within the node's capacity minus its reservation, no port held
+// twice or reserved, no address held twice. Client-terminal allocations
+// hold nothing and are skipped. When they do not fit, the reason names the
+// dimension first ("cpu", "memory", "disk", "ports: ...", "address ...").
+func AllocsFit(node *droverv1.Node, allocs []*droverv1.Allocation) (ok bool, reason string, usage *Usage) {
+	usage = NewUsage(node)
+	for _, a := range allocs {
+		if failed := usage.Add(a); failed != "" && reason == "" {
+			reason = failed
+		}
+	}
+	return reason == "", reason, usage
+}

@@ -1,0 +1,130 @@
+package scheduler
+
+import (
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// allocAction is what reconciliation did with an existing allocation.
+type allocAction int
+
+const (
+	actionIgnore allocAction = iota
+	actionStop
+	actionInPlace
+	actionDestructive
+	actionReconnect
+)
+
+// groupChanges collects the decisions about one task group's allocations
+// into the result. It keeps at most one changed copy per allocation, so
+// that a reconnect record and an in-place update of the same allocation
+// reach the plan as one object, and it counts every allocation once.
+type groupChanges struct {
+	res     *reconcileResult
+	desired *groupDesired
+	allocs  []*droverv1.Allocation
+	acted   map[string]allocAction
+	copies  map[string]*droverv1.Allocation
+	// copyOrder keeps the result in a stable order.
+	copyOrder []*droverv1.Allocation
+}
+
+func newGroupChanges(res *reconcileResult, group string, allocs []*droverv1.Allocation) *groupChanges {
+	d := res.desired[group]
+	if d == nil {
+		d = &groupDesired{}
+		res.desired[group] = d
+	}
+	return &groupChanges{
+		res:     res,
+		desired: d,
+		allocs:  allocs,
+		acted:   make(map[string]allocAction),
+		copies:  make(map[string]*droverv1.Allocation),
+	}
+}
+
+// stop stops an allocation.
+func (c *groupChanges) stop(a *droverv1.Allocation, description string, clientStatus droverv1.AllocClientStatus) {
+	c.res.stop = append(c.res.stop, newAllocStop(a, description, clientStatus))
+	c.acted[a.GetId()] = actionStop
+}
+
+func newAllocStop(a *droverv1.Allocation, description string, clientStatus droverv1.AllocClientStatus) allocStop {
+	return allocStop{
+		alloc:        a,
+		desired:      droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP,
+		description:  description,
+		clientStatus: clientStatus,
+	}
+}
+
+// place asks for a new allocation.
+func (c *groupChanges) place(p placement) {
+	c.res.place = append(c.res.place, p)
+	c.desired.place++
+}
+
+// destructive stops an allocation and places its replacement.
+func (c *groupChanges) destructive(a *droverv1.Allocation, p placement) {
+	c.res.destructive = append(c.res.destructive, destructiveUpdate{
+		stop:  newAllocStop(a, allocUpdating, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED),
+		place: p,
+	})
+	c.acted[a.GetId()] = actionDestructive
+}
+
+// inPlace moves an allocation to the job's version.
+func (c *groupChanges) inPlace(a *droverv1.Allocation, job *droverv1.Job, evalID string) {
+	cp := c.copyOf(a)
+	cp.JobVersion = job.GetVersion()
+	cp.EvalId = evalID
+	c.acted[a.GetId()] = actionInPlace
+}
+
+// reconnected counts an allocation kept after its node came back.
+func (c *groupChanges) reconnected(a *droverv1.Allocation) {
+	c.acted[a.GetId()] = actionReconnect
+}
+
+// copyOf returns the allocation's changed copy, making it on first use.
+func (c *groupChanges) copyOf(a *droverv1.Allocation) *droverv1.Allocation {
+	if cp, ok := c.copies[a.GetId()]; ok {
+		return cp
+	}
+	cp := a.CloneVT()
+	c.copies[a.GetId()] = cp
+	c.copyOrder = append(c.copyOrder, a)
+	return cp
+}
+
+// finish moves the changed copies into the result, dropping those of
+// allocations that are being stopped, and counts the decisions.
+func (c *groupChanges) finish() {
+	for _, a := range c.copyOrder {
+		switch c.acted[a.GetId()] {
+		case actionStop, actionDestructive:
+			continue
+		}
+		cp := c.copies[a.GetId()]
+		if cp.GetJobVersion() != a.GetJobVersion() {
+			c.res.inplace = append(c.res.inplace, cp)
+		} else {
+			c.res.attributeUpdates = append(c.res.attributeUpdates, cp)
+		}
+	}
+	for _, a := range c.allocs {
+		switch c.acted[a.GetId()] {
+		case actionStop:
+			c.desired.stop++
+		case actionInPlace:
+			c.desired.inplace++
+		case actionDestructive:
+			c.desired.destructive++
+		case actionReconnect:
+			c.desired.reconnect++
+		default:
+			c.desired.ignore++
+		}
+	}
+}

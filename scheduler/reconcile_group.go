@@ -1,0 +1,314 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// groupReconciler reconciles one task group of a service or batch job.
+//
+// Existing allocations fall into sets. Counted toward the group's count:
+// untainted (running where they should, or outdated and about to be
+// updated), done (finished batch work), migrate (leaving a draining node,
+// each replaced) and failed (waiting for, or getting, a reschedule; a
+// failed allocation holds its name until replaced). Not counted: lost
+// (stopped, replaced while the group is under count), disconnecting (on a
+// disconnected node, replaced while under count) and everything ignored
+// (stopped, finished service work, already replaced).
+type groupReconciler struct {
+	in    *reconcileInput
+	job   *droverv1.Job
+	group *droverv1.TaskGroup
+	batch bool
+	links *allocLinks
+	later *followups
+	ch    *groupChanges
+	// handled marks allocations reconnect handling has decided about.
+	handled map[string]bool
+
+	untainted     []*droverv1.Allocation
+	done          []*droverv1.Allocation
+	migrate       []*droverv1.Allocation
+	failed        []failedAlloc
+	lost          []*droverv1.Allocation
+	disconnecting []*droverv1.Allocation
+}
+
+// failedAlloc is a failed allocation and what its reschedule policy says.
+type failedAlloc struct {
+	alloc    *droverv1.Allocation
+	decision rescheduleDecision
+}
+
+func newGroupReconciler(in *reconcileInput, group *droverv1.TaskGroup, allocs []*droverv1.Allocation,
+	links *allocLinks, later *followups, res *reconcileResult) *groupReconciler {
+	return &groupReconciler{
+		in:      in,
+		job:     in.job,
+		group:   group,
+		batch:   in.job.GetType() == droverv1.JobType_JOB_TYPE_BATCH,
+		links:   links,
+		later:   later,
+		ch:      newGroupChanges(res, group.GetName(), allocs),
+		handled: make(map[string]bool),
+	}
+}
+
+func (g *groupReconciler) reconcile() {
+	g.resolveReconnects()
+	for _, a := range g.ch.allocs {
+		if !g.handled[a.GetId()] {
+			g.classify(a)
+		}
+	}
+	g.scaleDown()
+	g.update()
+	g.migrateAll()
+	g.replace()
+	g.delayFailed()
+	g.ch.finish()
+}
+
+// classify puts an allocation into its set.
+func (g *groupReconciler) classify(a *droverv1.Allocation) {
+	switch {
+	case a.ServerTerminal():
+		if g.batch && a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
+			g.done = append(g.done, a)
+		}
+		freeStoppedLost(g.ch, a, nodeGone(g.in.nodes[a.GetNodeId()]))
+	case a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE:
+		// Finished batch work is done; a service that exits is replaced.
+		if g.batch {
+			g.done = append(g.done, a)
+		}
+	case a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST:
+		if !g.links.replaced(a) {
+			g.lost = append(g.lost, a)
+		}
+	case a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED:
+		g.classifyFailed(a)
+	default:
+		g.classifyLive(a)
+	}
+}
+
+// classifyLive places an allocation that may still be running.
+func (g *groupReconciler) classifyLive(a *droverv1.Allocation) {
+	node := g.in.nodes[a.GetNodeId()]
+	switch {
+	case nodeGone(node):
+		g.lost = append(g.lost, a)
+	case node.GetStatus() == droverv1.NodeStatus_NODE_STATUS_DISCONNECTED:
+		g.classifyDisconnected(a)
+	case disconnectExpired(a, g.group, g.in.now, g.in.evalID):
+		g.lost = append(g.lost, a)
+	case a.GetDesiredTransition().GetMigrate() || node.GetDrainStrategy() != nil:
+		g.migrate = append(g.migrate, a)
+	default:
+		g.untainted = append(g.untainted, a)
+	}
+}
+
+// classifyDisconnected handles an allocation on a disconnected node. It is
+// lost unless the group tolerates disconnects and it was running; then it
+// becomes unknown until its window ends, and is replaced meanwhile.
+func (g *groupReconciler) classifyDisconnected(a *droverv1.Allocation) {
+	switch a.GetClientStatus() {
+	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
+	default:
+		g.lost = append(g.lost, a)
+		return
+	}
+	if g.group.GetMaxClientDisconnect() <= 0 || disconnectExpired(a, g.group, g.in.now, g.in.evalID) {
+		g.lost = append(g.lost, a)
+		return
+	}
+	markDisconnected(g.ch, g.later, a, g.group, g.in.now, g.followupPending)
+	if !g.links.replaced(a) {
+		g.disconnecting = append(g.disconnecting, a)
+	}
+}
+
+// markDisconnected records that an allocation's node is disconnected and
+// schedules the end of its disconnect window, once per disconnect: again
+// only if the evaluation scheduled for it is no longer pending (canceled
+// by the broker, say) according to pending, which may be nil.
+func markDisconnected(ch *groupChanges, later *followups, a *droverv1.Allocation, group *droverv1.TaskGroup, now int64,
+	pending func(evalID string) bool) {
+	trigger := droverv1.EvalTrigger_EVAL_TRIGGER_MAX_DISCONNECT_TIMEOUT
+	switch f := a.GetFollowupEvalId(); {
+	case a.GetClientStatus() != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
+		c := ch.copyOf(a)
+		markUnknown(c, now)
+		later.add(trigger, satAdd(now, group.GetMaxClientDisconnect()), c)
+	case f == "" || (pending != nil && !pending(f)):
+		// Marked unknown by the heartbeat timer, or its follow-up is gone.
+		later.add(trigger, disconnectDeadline(a, group, now), ch.copyOf(a))
+	}
+}
+
+// classifyFailed handles a failed allocation: ignored once replaced;
+// replaced at once when the job changed under it; otherwise its reschedule
+// policy decides.
+func (g *groupReconciler) classifyFailed(a *droverv1.Allocation) {
+	if g.links.replaced(a) {
+		return
+	}
+	if allocUpdate(a, g.job, g.in.jobVersion) == updateDestructive {
+		g.untainted = append(g.untainted, a)
+		return
+	}
+	d := decideReschedule(a, g.group.GetReschedulePolicy(), g.in.now, g.in.evalID, g.followupPending)
+	g.failed = append(g.failed, failedAlloc{alloc: a, decision: d})
+}
+
+// followupPending reports whether an evaluation is still waiting to run.
+// Without a way to look evaluations up, it is assumed to be.
+func (g *groupReconciler) followupPending(id string) bool {
+	if g.in.evalByID == nil || id == g.in.evalID {
+		return true
+	}
+	ev := g.in.evalByID(id)
+	return ev != nil && ev.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_PENDING
+}
+
+// existing counts the allocations that count toward the group's count.
+func (g *groupReconciler) existing() int {
+	return len(g.untainted) + len(g.done) + len(g.migrate) + len(g.failed)
+}
+
+// scaleDown stops allocations beyond the group's count: failed ones first,
+// then migrating ones, then those not running, older versions before newer,
+// highest name index first. Finished batch work is never stopped.
+func (g *groupReconciler) scaleDown() {
+	excess := g.existing() - int(g.group.GetCount())
+	if excess <= 0 {
+		return
+	}
+	type candidate struct {
+		alloc *droverv1.Allocation
+		rank  int
+	}
+	var cands []candidate
+	for _, f := range g.failed {
+		cands = append(cands, candidate{f.alloc, 0})
+	}
+	for _, a := range g.migrate {
+		cands = append(cands, candidate{a, 1})
+	}
+	for _, a := range g.untainted {
+		rank := 2
+		if isRunning(a) {
+			rank = 3
+		}
+		cands = append(cands, candidate{a, rank})
+	}
+	slices.SortFunc(cands, func(x, y candidate) int {
+		ix, _ := allocNameIndex(x.alloc.GetName())
+		iy, _ := allocNameIndex(y.alloc.GetName())
+		return cmp.Or(cmp.Compare(x.rank, y.rank),
+			cmp.Compare(x.alloc.GetJobVersion(), y.alloc.GetJobVersion()),
+			cmp.Compare(iy, ix),
+			cmp.Compare(x.alloc.GetId(), y.alloc.GetId()))
+	})
+	stopped := make(map[string]bool)
+	for _, c := range cands[:min(excess, len(cands))] {
+		g.ch.stop(c.alloc, allocNotNeeded, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED)
+		stopped[c.alloc.GetId()] = true
+	}
+	isStopped := func(a *droverv1.Allocation) bool { return stopped[a.GetId()] }
+	g.untainted = slices.DeleteFunc(g.untainted, isStopped)
+	g.migrate = slices.DeleteFunc(g.migrate, isStopped)
+	g.failed = slices.DeleteFunc(g.failed, func(f failedAlloc) bool { return stopped[f.alloc.GetId()] })
+}
+
+// update moves untainted allocations of older job versions to the current
+// one: in place where only non-placement fields changed, else by
+// replacing them. An in-place update waits while the node is not ready,
+// since the plan applier takes no updates for it.
+func (g *groupReconciler) update() {
+	for _, a := range g.untainted {
+		switch allocUpdate(a, g.job, g.in.jobVersion) {
+		case updateDestructive:
+			g.ch.destructive(a, placement{name: a.GetName(), group: g.group, previous: a})
+		case updateInPlace:
+			if !a.ClientTerminal() && nodeReady(g.in.nodes[a.GetNodeId()]) {
+				g.ch.inPlace(a, g.job, g.in.evalID)
+			}
+		}
+	}
+}
+
+// migrateAll stops allocations leaving their node and replaces each.
+func (g *groupReconciler) migrateAll() {
+	for _, a := range g.migrate {
+		g.ch.stop(a, allocMigrating, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED)
+		g.ch.place(placement{name: a.GetName(), group: g.group, previous: a})
+	}
+}
+
+// replace places the replacements of failed allocations due now, stops
+// lost allocations, replaces lost and disconnecting ones while the group
+// is under count, and fills what remains with new allocations on the
+// lowest free names.
+func (g *groupReconciler) replace() {
+	count := int(g.group.GetCount())
+	existing := g.existing()
+	names := newAllocNames(g.job.GetId(), g.group.GetName())
+	for _, set := range [][]*droverv1.Allocation{g.untainted, g.done, g.migrate} {
+		for _, a := range set {
+			names.take(a.GetName())
+		}
+	}
+	for _, f := range g.failed {
+		names.take(f.alloc.GetName())
+		if f.decision.timing == rescheduleNow {
+			g.ch.place(placement{name: f.alloc.GetName(), group: g.group, previous: f.alloc, reschedule: true, delay: f.decision.delay})
+		}
+	}
+	for _, a := range g.lost {
+		cs := droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST
+		if a.GetClientStatus() == cs {
+			cs = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED
+		}
+		g.ch.stop(a, allocLost, cs)
+		if existing < count && !g.links.replaced(a) {
+			existing++
+			names.take(a.GetName())
+			g.ch.place(placement{name: a.GetName(), group: g.group, previous: a, lost: true})
+		}
+	}
+	for _, a := range g.disconnecting {
+		if existing < count {
+			existing++
+			names.take(a.GetName())
+			g.ch.place(placement{name: a.GetName(), group: g.group, previous: a})
+		}
+	}
+	if existing < count {
+		for _, name := range names.next(count - existing) {
+			g.ch.place(placement{name: name, group: g.group})
+		}
+	}
+}
+
+// delayFailed schedules a follow-up evaluation for each failed allocation
+// due later that has none pending, and stamps it on the allocation where
+// its node takes updates. Unstamped, the allocation's failure time stays
+// put and the next evaluation computes the same due time.
+func (g *groupReconciler) delayFailed() {
+	for _, f := range g.failed {
+		a := f.alloc
+		if f.decision.timing != rescheduleLater || a.GetFollowupEvalId() != "" {
+			continue
+		}
+		var stamp *droverv1.Allocation
+		if nodeReady(g.in.nodes[a.GetNodeId()]) {
+			stamp = g.ch.copyOf(a)
+		}
+		g.later.add(droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_RESCHEDULE, f.decision.at, stamp)
+	}
+}

@@ -1,0 +1,95 @@
+// Package scheduler is drover's placement logic: it turns one evaluation
+// into a plan. For each task group of the evaluation's job the reconciler
+// compares the allocations that exist with what the job asks for and decides
+// what to place, stop, update in place or replace; the placement stack then
+// picks nodes: feasibility (status, eligibility, datacenter, constraints),
+// resources through scheduler/fit, ranking by bin packing with anti-affinity
+// and spread.
+//
+// The package talks to the rest of drover only through State (a read-only
+// point-in-time view of the cluster) and Planner (submit a plan, write
+// evaluations). It imports nothing of drover but proto, so it runs in unit
+// tests and benchmarks against a state store without a server.
+package scheduler
+
+import (
+	"context"
+	"iter"
+	"log/slog"
+	"net/netip"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// State is the read-only view of the cluster a scheduler works from. Objects
+// it returns are shared and immutable: clone before changing. The state
+// store's Snapshot implements it.
+type State interface {
+	// Index is the raft index the view reflects.
+	Index() uint64
+	NodeByID(id string) *droverv1.Node
+	// Nodes iterates over every node, in id order.
+	Nodes() iter.Seq[*droverv1.Node]
+	JobByID(id string) *droverv1.Job
+	// JobVersion returns one stored version of a job, or nil.
+	JobVersion(id string, version uint64) *droverv1.Job
+	// AllocsByJob returns the job's allocations (terminal ones included)
+	// and the index of their last change.
+	AllocsByJob(jobID string) ([]*droverv1.Allocation, uint64)
+	// AllocsByNode returns the node's allocations (terminal ones included)
+	// and the index of their last change.
+	AllocsByNode(nodeID string) ([]*droverv1.Allocation, uint64)
+	// AllocIPHeld reports whether a non-client-terminal allocation holds
+	// the address.
+	AllocIPHeld(ip string) bool
+	EvalByID(id string) *droverv1.Evaluation
+}
+
+// Planner is how a scheduler changes the cluster. The worker implements it
+// over the leader's plan queue and broker.
+type Planner interface {
+	// SubmitPlan hands a plan to the leader's plan applier and returns what
+	// was committed. When part of the plan was dropped, the returned State
+	// is a view at least as new as the result's refresh index, to plan
+	// again from; otherwise it is nil.
+	SubmitPlan(ctx context.Context, plan *droverv1.Plan) (*droverv1.PlanResult, State, error)
+	// UpdateEval writes the new status of the evaluation being processed.
+	UpdateEval(ctx context.Context, eval *droverv1.Evaluation) error
+	// CreateEval writes a new evaluation: a blocked one, or a delayed
+	// follow-up.
+	CreateEval(ctx context.Context, eval *droverv1.Evaluation) error
+	// ReblockEval puts back the blocked evaluation being processed, which
+	// still cannot place everything.
+	ReblockEval(ctx context.Context, eval *droverv1.Evaluation) error
+}
+
+// Scheduler processes one evaluation.
+type Scheduler interface {
+	// Process reconciles the evaluation's job with the cluster, submits the
+	// plan, and writes the evaluation's outcome (complete, blocked
+	// follow-up, failed) through the planner. An error means the evaluation
+	// should be retried (nacked).
+	Process(ctx context.Context, eval *droverv1.Evaluation) error
+}
+
+// Config tunes the schedulers.
+type Config struct {
+	// AllocCIDR is the network allocations take their addresses from. An
+	// invalid (zero) prefix means allocations get no address.
+	AllocCIDR netip.Prefix
+	// MaxCandidates bounds how many feasible nodes are ranked for one
+	// placement on a large cluster (0 means DefaultMaxCandidates).
+	MaxCandidates int
+	// Logger receives the scheduler's debug logs; nil discards them.
+	Logger *slog.Logger
+	// Now returns the current time in unix nanoseconds; nil means the
+	// wall clock. Tests fix it.
+	Now func() int64
+	// Seed seeds placement randomness (node order, port and address
+	// choice); zero means a random seed per evaluation.
+	Seed uint64
+}
+
+// DefaultMaxCandidates is how many feasible nodes are ranked per placement
+// unless configured otherwise.
+const DefaultMaxCandidates = 64

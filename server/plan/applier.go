@@ -1,0 +1,268 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/droverhq/drover/fsm/state"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// DefaultSnapshotWait bounds the wait for the state to reach the index a
+// plan was made at. Waiting longer would hold up every scheduler behind it.
+const DefaultSnapshotWait = 10 * time.Second
+
+// Committer writes a plan result through raft and returns once this server
+// has applied it, with the entry's raft index. It must not modify the
+// entry: its allocations are shared with the plan's result and with the
+// check of the next plan.
+type Committer interface {
+	CommitPlan(ctx context.Context, e *droverv1.PlanResultEntry) (index uint64, err error)
+}
+
+// Config tunes an Applier.
+type Config struct {
+	// Logger receives node rejections at debug level; nil discards.
+	Logger *slog.Logger
+	// Now returns the time in unix nanoseconds; nil means the wall clock.
+	Now func() int64
+	// SnapshotWait bounds the wait for the state to reach a plan's
+	// snapshot index; zero means DefaultSnapshotWait.
+	SnapshotWait time.Duration
+}
+
+// ApplierStats counts what the applier did since it was made.
+type ApplierStats struct {
+	// Applied counts plans committed through raft.
+	Applied uint64
+	// PartiallyRejected counts plans of which at least one node was dropped.
+	PartiallyRejected uint64
+	// NodesRejected counts the nodes dropped from plans.
+	NodesRejected uint64
+}
+
+// Applier is the leader's plan applier: it takes plans from the queue one at
+// a time, checks every node of each against the newest state, and commits
+// what fits in one raft entry per plan. The check of a plan overlaps the
+// raft write of the one before it.
+type Applier struct {
+	cfg   Config
+	queue *Queue
+	store *state.StateStore
+	raft  Committer
+
+	applied, partiallyRejected, nodesRejected atomic.Uint64
+
+	// verified, set by tests, is called after each plan is checked.
+	verified func(*droverv1.Plan)
+}
+
+// NewApplier returns an applier of q's plans against st that commits
+// through c. Run starts it.
+func NewApplier(cfg Config, q *Queue, st *state.StateStore, c Committer) *Applier {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	if cfg.SnapshotWait <= 0 {
+		cfg.SnapshotWait = DefaultSnapshotWait
+	}
+	return &Applier{cfg: cfg, queue: q, store: st, raft: c}
+}
+
+// Stats returns the applier's counters.
+func (a *Applier) Stats() ApplierStats {
+	return ApplierStats{
+		Applied:           a.applied.Load(),
+		PartiallyRejected: a.partiallyRejected.Load(),
+		NodesRejected:     a.nodesRejected.Load(),
+	}
+}
+
+// commit is a plan whose raft write has been dispatched.
+type commit struct {
+	// allocs are the plan's allocations, laid over the snapshot the next
+	// plan is checked against, which may not hold them yet.
+	allocs *overlay
+	done   chan struct{}
+	// index is the entry's raft index once done is closed; zero if the
+	// write failed.
+	index uint64
+}
+
+// pipeline is the state of the apply loop: at most one raft write in
+// flight.
+type pipeline struct {
+	inflight *commit
+	// lastIndex is the raft index of the latest plan committed, the least
+	// index the next plan's snapshot must hold.
+	lastIndex uint64
+}
+
+// settle forgets the in-flight write once it is done, remembering its
+// index. With wait it blocks until the write is done.
+func (pl *pipeline) settle(wait bool) {
+	if pl.inflight == nil {
+		return
+	}
+	if wait {
+		<-pl.inflight.done
+	} else {
+		select {
+		case <-pl.inflight.done:
+		default:
+			return
+		}
+	}
+	pl.lastIndex = max(pl.lastIndex, pl.inflight.index)
+	pl.inflight = nil
+}
+
+// Run applies plans until ctx ends (this server lost leadership). A plan it
+// has taken but not dispatched is then failed with ErrDisabled, and so is
+// the plan in flight if its write fails; Run returns once that write has
+// finished. Plans still in the queue stay there: disabling the queue fails
+// them. Only one Run may be active per queue.
+func (a *Applier) Run(ctx context.Context) {
+	var pl pipeline
+	defer pl.settle(true)
+	for {
+		item, err := a.queue.dequeue(ctx)
+		if err != nil {
+			return
+		}
+		a.apply(ctx, &pl, item)
+	}
+}
+
+// apply checks one plan and answers it or dispatches its raft write.
+func (a *Applier) apply(ctx context.Context, pl *pipeline, item *pending) {
+	p := item.plan
+	pl.settle(false)
+	snap, err := a.snapshot(ctx, max(pl.lastIndex, p.GetSnapshotIndex()))
+	if err != nil {
+		item.future.respond(nil, a.failure(ctx, p, err))
+		return
+	}
+	checkedAgainst := pl.inflight
+	var inflight *overlay
+	if checkedAgainst != nil {
+		inflight = checkedAgainst.allocs
+	}
+	ver := verifyPlan(snap, p, inflight)
+	if a.verified != nil {
+		a.verified(p)
+	}
+	a.record(p, ver)
+	entry := a.entry(p, ver.accepted)
+	write := len(entry.GetAllocations()) > 0 || len(entry.GetStops()) > 0
+	if write || len(ver.rejected) > 0 {
+		// The next write may start only once the one in flight is done,
+		// and a refresh index must cover the write this plan was checked
+		// against.
+		pl.settle(true)
+	}
+	result := planResult(snap, ver, checkedAgainst)
+	if !write {
+		item.future.respond(result, nil)
+		return
+	}
+	if ctx.Err() != nil {
+		item.future.respond(nil, a.failure(ctx, p, ctx.Err()))
+		return
+	}
+	pl.inflight = a.dispatch(ctx, p, item.future, entry, result)
+}
+
+// planResult is the answer to a checked plan, but for the raft index of
+// its write: the node plans to commit, and the nodes dropped with the index
+// the worker must refresh to. The write checkedAgainst (if any) must be
+// done.
+func planResult(snap *state.Snapshot, ver verification, checkedAgainst *commit) *droverv1.PlanResult {
+	result := &droverv1.PlanResult{}
+	for _, np := range ver.accepted {
+		if len(np.GetAllocations()) > 0 || len(np.GetStops()) > 0 {
+			result.NodePlans = append(result.NodePlans, np)
+		}
+	}
+	if len(ver.rejected) == 0 {
+		return result
+	}
+	for _, r := range ver.rejected {
+		result.RejectedNodeIds = append(result.RejectedNodeIds, r.nodeID)
+	}
+	// The worker must see at least the state the plan was checked against.
+	result.RefreshIndex = snap.Index()
+	if checkedAgainst != nil {
+		result.RefreshIndex = max(result.RefreshIndex, checkedAgainst.index)
+	}
+	return result
+}
+
+// snapshot returns the newest state, once it holds minIndex.
+func (a *Applier) snapshot(ctx context.Context, minIndex uint64) (*state.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.SnapshotWait)
+	defer cancel()
+	return a.store.SnapshotMinIndex(ctx, minIndex)
+}
+
+// failure wraps why a plan was not applied; once ctx has ended the plan
+// was abandoned with leadership, which ErrDisabled tells the worker.
+func (a *Applier) failure(ctx context.Context, p *droverv1.Plan, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("plan of eval %s: %w: %w", p.GetEvalId(), ErrDisabled, err)
+	}
+	return fmt.Errorf("plan of eval %s: %w", p.GetEvalId(), err)
+}
+
+// record logs and counts the rejected nodes of a plan.
+func (a *Applier) record(p *droverv1.Plan, ver verification) {
+	if len(ver.rejected) == 0 {
+		return
+	}
+	a.partiallyRejected.Add(1)
+	a.nodesRejected.Add(uint64(len(ver.rejected)))
+	for _, r := range ver.rejected {
+		a.cfg.Logger.Debug("plan node rejected", "eval_id", p.GetEvalId(), "node_id", r.nodeID, "reason", r.reason)
+	}
+}
+
+// entry builds the raft entry of the accepted node plans.
+func (a *Applier) entry(p *droverv1.Plan, accepted []*droverv1.NodePlan) *droverv1.PlanResultEntry {
+	e := &droverv1.PlanResultEntry{EvalId: p.GetEvalId(), AppliedAt: a.cfg.Now()}
+	for _, np := range accepted {
+		e.Allocations = append(e.Allocations, np.GetAllocations()...)
+		e.Stops = append(e.Stops, np.GetStops()...)
+	}
+	return e
+}
+
+// dispatch starts the raft write of a plan's entry and answers the plan
+// when it is done.
+func (a *Applier) dispatch(ctx context.Context, p *droverv1.Plan, f *Future, e *droverv1.PlanResultEntry, result *droverv1.PlanResult) *commit {
+	c := &commit{allocs: newOverlay(), done: make(chan struct{})}
+	c.allocs.add(e.GetAllocations())
+	go func() {
+		defer close(c.done)
+		index, err := a.raft.CommitPlan(ctx, e)
+		if err != nil {
+			f.respond(nil, a.failure(ctx, p, fmt.Errorf("commit: %w", err)))
+			return
+		}
+		c.index = index
+		a.applied.Add(1)
+		result.AllocIndex = index
+		if result.RefreshIndex != 0 {
+			// The worker's retry must see the part of its plan that was
+			// committed, or it would place it again.
+			result.RefreshIndex = max(result.RefreshIndex, index)
+		}
+		f.respond(result, nil)
+	}()
+	return c
+}
