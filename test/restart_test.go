@@ -35,11 +35,14 @@ func TestProcessRestartKeepsState(t *testing.T) {
 		nodes    []*droverv1.Node
 		want     view
 	)
+	// The test compares what it wrote with what the API shows after each
+	// restart: no scheduler may change the state in between.
 	c := cluster.New(t, droverBin, 1, cluster.Bootstrap(), cluster.ServerIDFromDataDir(),
-		cluster.Snapshots(16, 100*time.Millisecond, 4),
+		cluster.Snapshots(16, 100*time.Millisecond, 4), cluster.Args("-num-schedulers", "0"),
 		cluster.BeforeFirstStart(func(s *cluster.Server) {
 			seeded := testserver.Start(t, func(c *server.Config) {
 				c.DataDir = s.DataDir()
+				c.Scheduler.NumWorkers = 0
 				c.RaftAddr = s.RaftAddr()
 				c.SnapshotThreshold = 16
 				c.SnapshotInterval = 100 * time.Millisecond
