@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -122,7 +123,7 @@ func reconcile(in reconcileInput) *reconcileResult {
 	groups := allocsByGroup(in.allocs)
 	gone := func(id string) bool { return nodeGone(in.nodes[id]) }
 	if in.job == nil || in.job.GetStop() {
-		for _, name := range sortedKeys(groups) {
+		for _, name := range slices.Sorted(maps.Keys(groups)) {
 			stopGroup(res, name, groups[name], gone, allocJobStopped)
 		}
 		return res
@@ -133,7 +134,7 @@ func reconcile(in reconcileInput) *reconcileResult {
 		newGroupReconciler(&in, tg, groups[tg.GetName()], links, later, res).reconcile()
 		delete(groups, tg.GetName())
 	}
-	for _, name := range sortedKeys(groups) {
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		stopGroup(res, name, groups[name], gone, allocNotNeeded)
 	}
 	res.followupEvals = later.evals(in.job, in.evalID, in.now)
@@ -209,15 +210,6 @@ func byNameIndex(a, b *droverv1.Allocation) int {
 	ia, _ := allocNameIndex(a.GetName())
 	ib, _ := allocNameIndex(b.GetName())
 	return cmp.Or(cmp.Compare(ia, ib), cmp.Compare(a.GetCreateTime(), b.GetCreateTime()), cmp.Compare(a.GetId(), b.GetId()))
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // allocLinks indexes the replacement links among a job's allocations.

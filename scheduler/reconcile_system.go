@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -28,7 +29,7 @@ func reconcileSystem(job *droverv1.Job, jobVersion func(uint64) *droverv1.Job, a
 		return ok && nodeGone(n)
 	}
 	if job == nil || job.GetStop() {
-		for _, name := range sortedKeys(groups) {
+		for _, name := range slices.Sorted(maps.Keys(groups)) {
 			stopGroup(res, name, groups[name], gone, allocJobStopped)
 		}
 		return res
@@ -37,12 +38,12 @@ func reconcileSystem(job *droverv1.Job, jobVersion func(uint64) *droverv1.Job, a
 		job: job, jobVersion: jobVersion, eligible: eligible, tainted: tainted,
 		links: newAllocLinks(allocs), later: &followups{}, evalID: evalID, now: now,
 	}
-	s.nodeIDs = sortedKeys(eligible)
+	s.nodeIDs = slices.Sorted(maps.Keys(eligible))
 	for _, tg := range job.GetTaskGroups() {
 		s.reconcileGroup(newGroupChanges(res, tg.GetName(), groups[tg.GetName()]), tg)
 		delete(groups, tg.GetName())
 	}
-	for _, name := range sortedKeys(groups) {
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		stopGroup(res, name, groups[name], gone, allocNotNeeded)
 	}
 	res.followupEvals = s.later.evals(job, evalID, now)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -253,7 +254,7 @@ func printQueued(w io.Writer, queued map[string]int32) error {
 	fmt.Fprintln(w, "\nQueued Allocations")
 	tw := newTable(w)
 	fmt.Fprintln(tw, "Task Group\tQueued")
-	for _, tg := range sortedKeys(queued) {
+	for _, tg := range slices.Sorted(maps.Keys(queued)) {
 		fmt.Fprintf(tw, "%s\t%d\n", tg, queued[tg])
 	}
 	return tw.Flush()
@@ -275,7 +276,7 @@ func printClassEligibility(w io.Writer, ev *droverv1.Evaluation) error {
 	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "Class\tEligible")
-	for _, class := range sortedKeys(classes) {
+	for _, class := range slices.Sorted(maps.Keys(classes)) {
 		fmt.Fprintf(tw, "%s\t%t\n", class, classes[class])
 	}
 	return tw.Flush()
@@ -300,20 +301,20 @@ func printPlacementFailure(w io.Writer, indent string, pf *droverv1.PlacementFai
 		item("Evaluated %s: %d filtered, %d exhausted", plural(pf.GetNodesEvaluated(), "node"), pf.GetNodesFiltered(), pf.GetNodesExhausted())
 	}
 	available := pf.GetNodesAvailable()
-	for _, dc := range sortedKeys(available) {
+	for _, dc := range slices.Sorted(maps.Keys(available)) {
 		if available[dc] == 0 {
 			item("No nodes are available in datacenter %q", dc)
 		}
 	}
 	filtered := pf.GetFilteredBy()
-	for _, reason := range sortedKeys(filtered) {
+	for _, reason := range slices.Sorted(maps.Keys(filtered)) {
 		item("Filter %q excluded %s", reason, plural(filtered[reason], "node"))
 	}
 	if pf.GetNodesExhausted() > 0 {
 		item("Resources exhausted on %s", plural(pf.GetNodesExhausted(), "node"))
 	}
 	exhausted := pf.GetExhaustedBy()
-	for _, dim := range sortedKeys(exhausted) {
+	for _, dim := range slices.Sorted(maps.Keys(exhausted)) {
 		item("Dimension %q exhausted on %s", dim, plural(exhausted[dim], "node"))
 	}
 }

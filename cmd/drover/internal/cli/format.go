@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -155,15 +154,4 @@ func printJSONObject(w io.Writer, v any) error {
 	}
 	_, err = w.Write(append(out, '\n'))
 	return err
-}
-
-// sortedKeys orders a map's keys, so that output and the first error
-// reported are the same on every run.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,7 +132,7 @@ func jsonSyntaxError(data []byte, err error) error {
 // wrong type are left for protojson, which names the field.
 func normalizeMessage(path string, md protoreflect.MessageDescriptor, obj map[string]any) (bool, error) {
 	changed := false
-	for _, key := range sortedKeys(obj) {
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
 		fd := fieldByJSONKey(md, key)
 		fieldPath := joinPath(path, key)
 		if fd == nil {

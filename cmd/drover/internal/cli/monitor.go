@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -131,7 +132,7 @@ func printEvalPlacements(w io.Writer, ev *droverv1.Evaluation, allocs []*droverv
 		}
 	}
 	queued := ev.GetQueuedAllocations()
-	for _, tg := range sortedKeys(queued) {
+	for _, tg := range slices.Sorted(maps.Keys(queued)) {
 		row(tg).queued += int(queued[tg])
 	}
 	if len(order) == 0 {
