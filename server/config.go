@@ -45,6 +45,15 @@ type Config struct {
 	// AdvertiseHost is the host other servers and agents reach this server
 	// on, required when the listen addresses bind all interfaces.
 	AdvertiseHost string
+	// RaftAdvertise, if set, is the full host:port other servers reach this
+	// server's raft transport on, for a raft port that is forwarded or
+	// proxied (NAT, a port map). It overrides AdvertiseHost for raft.
+	RaftAdvertise string
+	// RaftMultiplier scales raft's heartbeat, election and leader lease
+	// timeouts (1 = hashicorp/raft's defaults, at most 10), as Consul's
+	// raft_multiplier does: higher values tolerate slow disks, loaded
+	// machines or long network stalls at the price of slower failover.
+	RaftMultiplier int
 	// InfoFile, if set, is written (atomically, as JSON) with the server id
 	// and the bound addresses once the server is serving.
 	InfoFile string
@@ -94,6 +103,10 @@ type SchedulerConfig struct {
 	Broker broker.Config
 }
 
+// MaxRaftMultiplier bounds RaftMultiplier: at 10 a failover already takes
+// tens of seconds.
+const MaxRaftMultiplier = 10
+
 // DefaultAllocCIDR is the allocation network unless configured: the
 // shared address space of RFC 6598, 4 million addresses that rarely clash
 // with a site's own private networks.
@@ -138,6 +151,7 @@ func DefaultConfig() Config {
 		TrailingLogs:             10240,
 		ShutdownTimeout:          10 * time.Second,
 		LeaderHoldTimeout:        5 * time.Second,
+		RaftMultiplier:           1,
 		Autopilot: AutopilotConfig{
 			CleanupDeadServers:      true,
 			DeadServerAfter:         autopilot.DefaultDeadServerAfter,
@@ -171,6 +185,14 @@ func (c *Config) Validate() error {
 		if ip := net.ParseIP(host); (host == "" || ip != nil && ip.IsUnspecified()) && c.AdvertiseHost == "" {
 			errs = append(errs, fmt.Errorf("%s %q binds all interfaces: set the advertise host", name, addr))
 		}
+	}
+	if c.RaftAdvertise != "" {
+		if _, _, err := net.SplitHostPort(c.RaftAdvertise); err != nil {
+			errs = append(errs, fmt.Errorf("raft advertise %q: %w", c.RaftAdvertise, err))
+		}
+	}
+	if c.RaftMultiplier < 1 || c.RaftMultiplier > MaxRaftMultiplier {
+		errs = append(errs, fmt.Errorf("raft multiplier %d: must be between 1 and %d", c.RaftMultiplier, MaxRaftMultiplier))
 	}
 	if c.Heartbeat.MinTTL <= 0 {
 		errs = append(errs, errors.New("heartbeat min TTL: must be positive"))

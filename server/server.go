@@ -110,8 +110,8 @@ func New(cfg Config) (s *Server, err error) {
 	machine := fsm.New(s.state, s.events, s.logger.With("component", "fsm"))
 	machine.SetHooks(s.sched)
 
-	raftAdvertise := ""
-	if cfg.AdvertiseHost != "" {
+	raftAdvertise := cfg.RaftAdvertise
+	if raftAdvertise == "" && cfg.AdvertiseHost != "" {
 		raftAdvertise = net.JoinHostPort(cfg.AdvertiseHost, "0")
 	}
 	s.raft, err = raftnode.New(raftnode.Config{
@@ -125,6 +125,7 @@ func New(cfg Config) (s *Server, err error) {
 		SnapshotThreshold: cfg.SnapshotThreshold,
 		SnapshotInterval:  cfg.SnapshotInterval,
 		TrailingLogs:      cfg.TrailingLogs,
+		TimingMultiplier:  cfg.RaftMultiplier,
 	})
 	if err != nil {
 		return nil, err

@@ -73,6 +73,9 @@ type Config struct {
 	// MaxAppendEntries bounds entries per AppendEntries RPC and how many
 	// concurrent Apply calls are grouped into one disk write (256, max 1024).
 	MaxAppendEntries int
+	// TimingMultiplier scales raft's HeartbeatTimeout, ElectionTimeout and
+	// LeaderLeaseTimeout; 0 or 1 keeps raft's defaults.
+	TimingMultiplier int
 }
 
 // Node is one server's raft instance together with the stores and transport
@@ -218,6 +221,11 @@ func raftConfig(cfg Config, logger hclog.Logger, notify chan<- bool) *raft.Confi
 	// (config.go, BatchApplyCh): Apply's timeout only bounds enqueueing, so an
 	// entry may wait in the buffer past it.
 	rc.BatchApplyCh = true
+	if m := time.Duration(cfg.TimingMultiplier); m > 1 {
+		rc.HeartbeatTimeout *= m
+		rc.ElectionTimeout *= m
+		rc.LeaderLeaseTimeout *= m
+	}
 	// A follower learns that an entry committed from the next
 	// AppendEntries; when no new entry follows, that is the one raft sends
 	// after CommitTimeout (50ms by default, replication.go). Scheduler

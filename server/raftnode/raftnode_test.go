@@ -490,3 +490,19 @@ func TestAdvertiseAddr(t *testing.T) {
 		_ = conn.Close()
 	})
 }
+
+func TestRaftConfigTimingMultiplier(t *testing.T) {
+	def := raft.DefaultConfig()
+	for _, m := range []int{0, 1, 3, 10} {
+		rc := raftConfig(Config{ServerID: "s1", TimingMultiplier: m}, nil, nil)
+		scale := time.Duration(max(m, 1))
+		if rc.HeartbeatTimeout != def.HeartbeatTimeout*scale || rc.ElectionTimeout != def.ElectionTimeout*scale ||
+			rc.LeaderLeaseTimeout != def.LeaderLeaseTimeout*scale {
+			t.Errorf("multiplier %d: heartbeat %v election %v lease %v, want %dx the defaults", m,
+				rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, scale)
+		}
+		if err := raft.ValidateConfig(rc); err != nil {
+			t.Errorf("multiplier %d: %v", m, err)
+		}
+	}
+}

@@ -38,6 +38,8 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs.StringVar(&cfg.RPCAddr, "rpc-addr", cfg.RPCAddr, "gRPC listen address for agents, operators and other servers")
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "raft transport listen address")
 	fs.StringVar(&cfg.AdvertiseHost, "advertise", "", "host other servers and agents reach this server on (required when listening on all interfaces)")
+	fs.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "host:port other servers reach this server's raft transport on, when it differs from -raft-addr (a forwarded port)")
+	fs.IntVar(&cfg.RaftMultiplier, "raft-multiplier", cfg.RaftMultiplier, "scale raft's heartbeat, election and lease timeouts (1-10); higher rides out stalls, fails over slower")
 	fs.BoolVar(&cfg.Bootstrap, "bootstrap", false, "with no raft state, bootstrap a cluster of just this server")
 	fs.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "with no raft state, form a new cluster once this many servers (found through -join) are up")
 	fs.Func("join", "comma-separated gRPC addresses (host:port) of other servers, to form a cluster or join a running one", func(v string) error {

@@ -1,0 +1,35 @@
+package server
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigValidateRaftSettings(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		wantErr string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"raft advertise host:port", func(c *Config) { c.RaftAdvertise = "10.0.0.1:7000" }, ""},
+		{"raft advertise without port", func(c *Config) { c.RaftAdvertise = "10.0.0.1" }, "raft advertise"},
+		{"multiplier 10", func(c *Config) { c.RaftMultiplier = MaxRaftMultiplier }, ""},
+		{"multiplier 0", func(c *Config) { c.RaftMultiplier = 0 }, "raft multiplier 0"},
+		{"multiplier 11", func(c *Config) { c.RaftMultiplier = 11 }, "raft multiplier 11"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Dev = true
+			tt.edit(&cfg)
+			err := cfg.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
