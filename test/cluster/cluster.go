@@ -60,6 +60,8 @@ type options struct {
 	mode        mode
 	noServerID  bool
 	beforeStart func(*Server)
+	// serverArgs are flags for one server of New, by its number (1 is s1).
+	serverArgs map[int][]string
 }
 
 // Args adds flags to the servers' command line.
@@ -96,6 +98,17 @@ func Dev() Option { return func(o *options) { o.mode = modeDev } }
 // stored in its data dir (or makes one). Server.ID is then learned from the
 // info file of the first start and checked on every restart.
 func ServerIDFromDataDir() Option { return func(o *options) { o.noServerID = true } }
+
+// ServerArgs adds flags to the command line of server sN of New only (n
+// counts from 1), after the flags given to all.
+func ServerArgs(n int, args ...string) Option {
+	return func(o *options) {
+		if o.serverArgs == nil {
+			o.serverArgs = make(map[int][]string)
+		}
+		o.serverArgs[n] = append(o.serverArgs[n], args...)
+	}
+}
 
 // BeforeFirstStart calls f for each server before its process is first
 // started, e.g. to seed its data dir.
@@ -162,6 +175,7 @@ func New(t testing.TB, bin string, n int, opts ...Option) *Cluster {
 			s.args = append(s.args, "-dev")
 		}
 		s.args = append(s.args, c.opts.args...)
+		s.args = append(s.args, c.opts.serverArgs[i+1]...)
 	}
 	c.mu.Lock()
 	c.servers = servers

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,7 +69,8 @@ func (s *Server) String() string { return s.ID() }
 // RPCAddr returns the server's gRPC address.
 func (s *Server) RPCAddr() string { return s.rpcAddr }
 
-// RaftAddr returns the server's raft transport address.
+// RaftAddr returns the server's raft listen address, which others reach
+// unless it was started with -raft-advertise.
 func (s *Server) RaftAddr() string { return s.raftAddr }
 
 // DataDir returns the server's data dir (empty in dev mode, where the
@@ -369,10 +371,19 @@ func (s *Server) checkInfo(info server.Info) {
 	case info.ServerID != s.id:
 		t.Fatalf("%s: info file says server id %q, want %q", s.name, info.ServerID, s.id)
 	}
-	if info.RPCAddr != s.rpcAddr || info.RaftAddr != s.raftAddr {
-		t.Fatalf("%s: info file says rpc %s raft %s, want rpc %s raft %s", s.name, info.RPCAddr, info.RaftAddr, s.rpcAddr, s.raftAddr)
+	if raft := s.advertisedRaftAddr(); info.RPCAddr != s.rpcAddr || info.RaftAddr != raft {
+		t.Fatalf("%s: info file says rpc %s raft %s, want rpc %s raft %s", s.name, info.RPCAddr, info.RaftAddr, s.rpcAddr, raft)
 	}
 	s.info = info
+}
+
+// advertisedRaftAddr is the raft address the server tells others: its
+// listen address unless -raft-advertise says otherwise.
+func (s *Server) advertisedRaftAddr() string {
+	if i := slices.Index(s.args, "-raft-advertise"); i >= 0 && i+1 < len(s.args) {
+		return s.args[i+1]
+	}
+	return s.raftAddr
 }
 
 // LogRecords returns the JSON log records of the current (or last) run, in
