@@ -196,6 +196,7 @@ func (s *Server) leaderDuties() []LeaderDuty {
 			return nil
 		}, Stop: s.autopilot.Stop},
 		s.sched.duty(),
+		(&leaderWorkerShare{s: s}).duty(),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/test/cluster"
+	"github.com/droverhq/drover/worker"
 )
 
 // TestJobPlacedFromFollower registers nodes and jobs through followers of a
@@ -24,6 +25,20 @@ func TestJobPlacedFromFollower(t *testing.T) {
 	follower := c.Others(leader)[0]
 	nodes := readyNodes(ctx, t, follower.Conn(), 100)
 	jobIDs := []string{}
+	poll(ctx, t, "the leader parked its share of workers", func() (bool, string) {
+		resp, err := droverv1.NewOperatorServiceClient(leader.Conn()).SchedulerWorkers(ctx, &droverv1.SchedulerWorkersRequest{})
+		if err != nil {
+			return false, err.Error()
+		}
+		parked := 0
+		for _, w := range resp.GetWorkers() {
+			if w.GetStatus() == "paused" {
+				parked++
+			}
+		}
+		want := worker.LeaderPausedWorkers(len(resp.GetWorkers()))
+		return parked == want && !resp.GetPaused(), itoa(parked) + " parked, want " + itoa(want)
+	})
 
 	for _, s := range c.Servers() {
 		for _, other := range c.Others(s) {

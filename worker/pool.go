@@ -33,7 +33,13 @@ type Pool struct {
 	num        int
 	schedulers []droverv1.JobType // replaced, never changed in place
 	paused     bool
-	resumed    chan struct{} // closed by Resume; a new one per Pause
+	// isLeader is set while this server leads: the first LeaderPausedWorkers
+	// of the active workers then park, leaving CPU to the broker and the
+	// plan applier (reference 4.7).
+	isLeader bool
+	// changed is closed, and replaced, whenever what parks a worker
+	// changes; parked workers then look again.
+	changed chan struct{}
 	// workers are the live workers in start order, retiring ones included
 	// until they exit; after Stop they stay, stopped, for Workers().
 	workers []*worker
@@ -55,6 +61,7 @@ func NewPool(cfg Config, broker Broker, leader Leader, local LocalState, newSche
 		newScheduler: newScheduler,
 		num:          cfg.NumWorkers,
 		schedulers:   cfg.Schedulers,
+		changed:      make(chan struct{}),
 	}
 }
 
@@ -97,7 +104,7 @@ func (p *Pool) Pause() {
 	defer p.mu.Unlock()
 	if !p.paused {
 		p.paused = true
-		p.resumed = make(chan struct{})
+		p.wakeParked()
 	}
 }
 
@@ -107,8 +114,32 @@ func (p *Pool) Resume() {
 	defer p.mu.Unlock()
 	if p.paused {
 		p.paused = false
-		close(p.resumed)
+		p.wakeParked()
 	}
+}
+
+// SetLeader tells the pool whether this server is the leader. While it is,
+// LeaderPausedWorkers(n) of its n workers park after their current
+// evaluation: the leader's broker, plan applier and raft need the CPU more,
+// and the followers' workers take the work.
+func (p *Pool) SetLeader(leader bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.isLeader != leader {
+		p.isLeader = leader
+		p.wakeParked()
+	}
+}
+
+// LeaderPausedWorkers is how many of n workers park on the leader: three
+// quarters, rounded down, so a leader with one worker keeps it.
+func LeaderPausedWorkers(n int) int { return 3 * n / 4 }
+
+// wakeParked makes parked workers look again at whether they may run.
+// p.mu is held.
+func (p *Pool) wakeParked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 // SetConfig changes the number of workers (0..MaxWorkers()) and the
@@ -169,6 +200,8 @@ func (p *Pool) resize() {
 	for i := len(active) - 1; i >= p.num; i-- {
 		active[i].markStopping()
 	}
+	// The leader's share of parked workers follows the new count.
+	p.wakeParked()
 }
 
 // spawn starts one worker. p.mu is held.
@@ -200,12 +233,30 @@ func (p *Pool) enabled() []droverv1.JobType {
 	return slices.Clone(p.schedulers)
 }
 
-// pauseGate reports whether the pool is paused and, if so, the channel
-// Resume closes.
-func (p *Pool) pauseGate() (<-chan struct{}, bool) {
+// pauseGate reports whether w must park and, if so, the channel closed
+// when that may have changed.
+func (p *Pool) pauseGate(w *worker) (<-chan struct{}, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.resumed, p.paused
+	if p.paused {
+		return p.changed, true
+	}
+	if !p.isLeader {
+		return nil, false
+	}
+	parked := LeaderPausedWorkers(p.num)
+	for _, x := range p.workers {
+		if parked == 0 {
+			break
+		}
+		if x == w {
+			return p.changed, true
+		}
+		if !x.isStopping() {
+			parked--
+		}
+	}
+	return nil, false
 }
 
 func (p *Pool) notify() {

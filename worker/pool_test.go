@@ -89,3 +89,58 @@ func TestWorkersStartPausedWhilePoolPaused(t *testing.T) {
 	h.push(eval("e1", "job1", 5), 0)
 	recv(t, h.broker.acks, "ack after resume")
 }
+
+func TestLeaderPausedWorkers(t *testing.T) {
+	for n, want := range map[int]int{0: 0, 1: 0, 2: 1, 3: 2, 4: 3, 8: 6, 256: 192} {
+		if got := LeaderPausedWorkers(n); got != want {
+			t.Errorf("LeaderPausedWorkers(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// statuses counts the pool's workers by status.
+func statuses(p *Pool) map[Status]int {
+	out := make(map[Status]int)
+	for _, w := range p.Workers() {
+		out[w.Status]++
+	}
+	return out
+}
+
+func TestLeaderParksThreeQuartersOfWorkers(t *testing.T) {
+	h := newHarness(t, Config{NumWorkers: 4}, 10)
+	h.start()
+	h.waitFor("4 workers dequeuing", func() bool { return statuses(h.pool)[StatusRunning] == 4 })
+
+	h.pool.SetLeader(true)
+	h.waitFor("3 of 4 parked on the leader", func() bool {
+		s := statuses(h.pool)
+		return s[StatusPaused] == 3 && s[StatusRunning] == 1
+	})
+	if _, _, paused := h.pool.Config(); paused {
+		t.Error("the leader's share of parked workers reported as an operator pause")
+	}
+	// The one left still processes evaluations.
+	h.push(eval("e1", "job1", 5), 0)
+	recv(t, h.broker.acks, "ack of e1 on the leader")
+
+	if err := h.pool.SetConfig(8, defaultSchedulers()); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("6 of 8 parked after growing", func() bool {
+		s := statuses(h.pool)
+		return s[StatusPaused] == 6 && s[StatusRunning] == 2
+	})
+
+	// An operator pause parks all; resuming it gives back the leader's share.
+	h.pool.Pause()
+	h.waitFor("all 8 parked", func() bool { return statuses(h.pool)[StatusPaused] == 8 })
+	h.pool.Resume()
+	h.waitFor("6 of 8 parked after the operator resumed", func() bool {
+		s := statuses(h.pool)
+		return s[StatusPaused] == 6 && s[StatusRunning] == 2
+	})
+
+	h.pool.SetLeader(false)
+	h.waitFor("all 8 dequeuing after losing leadership", func() bool { return statuses(h.pool)[StatusRunning] == 8 })
+}

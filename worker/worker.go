@@ -78,17 +78,17 @@ func (w *worker) run() {
 	}
 }
 
-// waitWhilePaused parks the worker while the pool is paused; false means
-// the worker must exit.
+// waitWhilePaused parks the worker while the pool is paused, or while it is
+// one of the leader's parked share; false means the worker must exit.
 func (w *worker) waitWhilePaused() bool {
 	for {
-		resumed, paused := w.pool.pauseGate()
+		changed, paused := w.pool.pauseGate(w)
 		if !paused {
 			return true
 		}
 		w.setStatus(StatusPaused)
 		select {
-		case <-resumed:
+		case <-changed:
 		case <-w.idle.Done():
 			return false
 		}
