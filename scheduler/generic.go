@@ -223,8 +223,7 @@ func selectFor(ec *evalContext, st *stack, p placement) (rn *rankedNode, counts 
 	}
 	st.setNodes([]*droverv1.Node{n})
 	defer st.setNodes(nil)
-	rn = st.selectNode(p.group, opts)
-	return rn, rn == nil && st.failure(p.group).GetNodesExhausted() > 0
+	return st.selectPinned(p.group, opts)
 }
 
 // newAlloc builds the allocation for a placement on the chosen node.

@@ -151,6 +151,29 @@ func (s *stack) selectNode(tg *droverv1.TaskGroup, opts selectOptions) *rankedNo
 	return &rankedNode{node: best.node, score: bestScore, resources: s.allocated(tg, pick.addr)}
 }
 
+// selectPinned is selectNode on a stack narrowed to one pinned node (a
+// system job's placement). counts is false when the node is filtered out:
+// nothing is owed there, and the group's failure is left as it was. A node
+// that lacked room adds its selection to the group's failure, so that the
+// failure sums every node short of room rather than naming the last one.
+func (s *stack) selectPinned(tg *droverv1.TaskGroup, opts selectOptions) (rn *rankedNode, counts bool) {
+	g := s.group(tg)
+	before := g.failed
+	rn = s.selectNode(tg, opts)
+	if rn != nil {
+		return rn, false
+	}
+	if g.failed.exhausted == 0 {
+		g.failed = before
+		return nil, false
+	}
+	if before != nil {
+		before.add(g.failed)
+		g.failed = before
+	}
+	return nil, true
+}
+
 // rank checks one candidate and scores it; ok is false when the node is
 // filtered or lacks room, which the group's metrics record.
 func (s *stack) rank(g *groupStack, ns *nodeState, pick *addressChoice, opts selectOptions) (score float64, ok bool) {
@@ -366,6 +389,22 @@ func (m *selectMetrics) clone() *selectMetrics {
 	c := *m
 	c.filteredBy = append([]int32(nil), m.filteredBy...)
 	return &c
+}
+
+// add sums o into m.
+func (m *selectMetrics) add(o *selectMetrics) {
+	m.evaluated += o.evaluated
+	m.filtered += o.filtered
+	m.exhausted += o.exhausted
+	if len(o.filteredBy) > len(m.filteredBy) {
+		m.filteredBy = append(m.filteredBy, make([]int32, len(o.filteredBy)-len(m.filteredBy))...)
+	}
+	for code, n := range o.filteredBy {
+		m.filteredBy[code] += n
+	}
+	for i, n := range o.exhaustedBy {
+		m.exhaustedBy[i] += n
+	}
 }
 
 func (m *selectMetrics) filter(code uint16) {
