@@ -2,23 +2,28 @@ package state
 
 import (
 	"slices"
+	"strings"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// allocSet is a row of the derived node_allocs or job_allocs table: the ids
-// of the allocations on one node or of one job. It replaces a go-memdb
-// secondary index over allocations, which would cost one radix-tree entry
-// (about 450 bytes) per allocation per index; a set costs one string header
-// per allocation. It also gives blocking queries one row to watch per node.
+// allocSet is a row of the derived node_allocs or job_allocs table: the
+// allocations on one node or of one job. It replaces a go-memdb secondary
+// index over allocations, which would cost one radix-tree entry (about 450
+// bytes) per allocation per index; a set costs one pointer per allocation.
+// Holding the allocations themselves, not their ids, makes reading a node's
+// allocations (the scheduler's and plan applier's hottest read) a copy of
+// the row instead of one radix lookup per allocation. It also gives
+// blocking queries one row to watch per node.
 //
 // Rows are immutable like every stored object; a write transaction builds a
-// new row when it changes a set.
+// new row when it changes a set, including when an allocation in it is
+// replaced by a newer version.
 type allocSet struct {
 	// key is the node id or job id.
 	key string
-	// ids are sorted allocation ids; they share memory with the allocations.
-	ids []string
+	// allocs are the current versions, sorted by id.
+	allocs []*droverv1.Allocation
 	// index is the raft index of the last change the set tracks: for nodes
 	// the last server-side change to one of its allocations, for jobs the
 	// last change of any kind.
@@ -40,11 +45,12 @@ func (s *allocSet) lastIndex() uint64 {
 
 // setChange accumulates one transaction's changes to one set.
 type setChange struct {
-	old     *allocSet
-	added   []string
-	removed map[string]struct{}
-	bumped  bool
-	live    int
+	old      *allocSet
+	added    []*droverv1.Allocation
+	removed  map[string]struct{}
+	replaced map[string]*droverv1.Allocation
+	bumped   bool
+	live     int
 }
 
 // setChanges accumulates a transaction's changes to the sets of one table.
@@ -83,41 +89,50 @@ func (c *setChanges) flush(tx *txn) map[string]*allocSet {
 	return rows
 }
 
-// apply builds the new row: the old ids minus removed, merged with added.
+// apply builds the new row: the old allocations minus removed, merged with
+// added, each replaced by its newest version. The index moves only when
+// the change was bumped or the membership changed.
 func (ch *setChange) apply(key string, index uint64) *allocSet {
 	row := &allocSet{key: key, index: index}
-	var oldIDs []string
+	var old []*droverv1.Allocation
+	membership := len(ch.added) > 0 || len(ch.removed) > 0
 	if ch.old != nil {
-		oldIDs = ch.old.ids
+		old = ch.old.allocs
 		row.live = ch.old.live
-		if !ch.bumped && len(ch.added) == 0 && len(ch.removed) == 0 {
+		if !ch.bumped && !membership {
 			row.index = ch.old.index
 		}
 	}
 	row.live += ch.live
-	if len(ch.added) == 0 && len(ch.removed) == 0 {
-		row.ids = oldIDs
+	if !membership && len(ch.replaced) == 0 {
+		row.allocs = old
 		return row
 	}
-	slices.Sort(ch.added)
-	ids := make([]string, 0, len(oldIDs)+len(ch.added)-len(ch.removed))
+	slices.SortFunc(ch.added, byAllocID)
+	allocs := make([]*droverv1.Allocation, 0, len(old)+len(ch.added))
 	i, j := 0, 0
-	for i < len(oldIDs) || j < len(ch.added) {
-		var next string
-		if j == len(ch.added) || (i < len(oldIDs) && oldIDs[i] < ch.added[j]) {
-			next = oldIDs[i]
+	for i < len(old) || j < len(ch.added) {
+		var next *droverv1.Allocation
+		if j == len(ch.added) || (i < len(old) && old[i].GetId() < ch.added[j].GetId()) {
+			next = old[i]
 			i++
 		} else {
 			next = ch.added[j]
 			j++
 		}
-		if _, gone := ch.removed[next]; !gone {
-			ids = append(ids, next)
+		if _, gone := ch.removed[next.GetId()]; gone {
+			continue
 		}
+		if newer, ok := ch.replaced[next.GetId()]; ok {
+			next = newer
+		}
+		allocs = append(allocs, next)
 	}
-	row.ids = ids
+	row.allocs = allocs
 	return row
 }
+
+func byAllocID(a, b *droverv1.Allocation) int { return strings.Compare(a.GetId(), b.GetId()) }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -136,8 +151,9 @@ func isLive(a *droverv1.Allocation) bool {
 // trackAlloc records in the node and job sets that an allocation was
 // created (before nil), changed, or deleted (after nil). serverSide says
 // whether the servers made the change (as opposed to an agent's report).
-// Only server-side changes and membership changes touch the node set, whose
-// index agents' GetAllocs waits on; an agent's own report never wakes it.
+// Only server-side changes and membership changes move the node set's
+// index, which agents' GetAllocs waits on: an agent's own report replaces
+// the allocation in the row but never answers its wait.
 func (tx *txn) trackAlloc(before, after *droverv1.Allocation, serverSide bool) {
 	a := after
 	if a == nil {
@@ -152,18 +168,19 @@ func (tx *txn) trackAlloc(before, after *droverv1.Allocation, serverSide bool) {
 	if isLive(before) {
 		job.live--
 	}
-	if !serverSide && before != nil && after != nil {
-		return
-	}
 	node := tx.nodeSets.get(tx, a.GetNodeId())
-	node.bumped = true
-	switch {
-	case before == nil:
-		node.added = append(node.added, a.GetId())
-		job.added = append(job.added, a.GetId())
-	case after == nil:
-		node.remove(a.GetId())
-		job.remove(a.GetId())
+	if serverSide {
+		node.bumped = true
+	}
+	for _, ch := range []*setChange{job, node} {
+		switch {
+		case before == nil:
+			ch.added = append(ch.added, after)
+		case after == nil:
+			ch.remove(before.GetId())
+		default:
+			ch.replace(after)
+		}
 	}
 }
 
@@ -173,4 +190,13 @@ func (ch *setChange) remove(id string) {
 	}
 	ch.removed[id] = struct{}{}
 	ch.bumped = true
+}
+
+// replace records a newer version of an allocation already in the set, or
+// added earlier in the same transaction.
+func (ch *setChange) replace(a *droverv1.Allocation) {
+	if ch.replaced == nil {
+		ch.replaced = make(map[string]*droverv1.Allocation)
+	}
+	ch.replaced[a.GetId()] = a
 }

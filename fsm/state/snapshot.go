@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-memdb"
@@ -292,19 +293,11 @@ func (s *Snapshot) AllocsByEval(evalID string) []*droverv1.Allocation {
 }
 
 func (s *Snapshot) allocsOf(set *allocSet) []*droverv1.Allocation {
-	if set == nil || len(set.ids) == 0 {
+	if set == nil || len(set.allocs) == 0 {
 		return nil
 	}
-	allocs := make([]*droverv1.Allocation, 0, len(set.ids))
-	for _, id := range set.ids {
-		_, obj, err := s.txn.FirstWatch(TableAllocs, indexID, id)
-		mustRead(err, TableAllocs, indexID)
-		if obj == nil {
-			panic(fmt.Sprintf("state: allocation %s listed in a node or job set is missing", id))
-		}
-		allocs = append(allocs, obj.(*droverv1.Allocation))
-	}
-	return allocs
+	// A copy: callers may sort or append to what they get.
+	return slices.Clone(set.allocs)
 }
 
 // EvalByID returns the evaluation, or nil.
