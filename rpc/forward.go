@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
@@ -73,14 +74,21 @@ type forwarder struct {
 	cluster Cluster
 	logger  *slog.Logger
 	hold    time.Duration
+	// creds secure the connections to the leader.
+	creds credentials.TransportCredentials
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	closed bool
 }
 
-func newForwarder(c Cluster, logger *slog.Logger, hold time.Duration) *forwarder {
-	return &forwarder{cluster: c, logger: logger, hold: hold, conns: make(map[string]*grpc.ClientConn)}
+// newForwarder makes a forwarder that dials the leader with creds, or
+// plaintext when creds is nil.
+func newForwarder(c Cluster, logger *slog.Logger, hold time.Duration, creds credentials.TransportCredentials) *forwarder {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	return &forwarder{cluster: c, logger: logger, hold: hold, creds: creds, conns: make(map[string]*grpc.ClientConn)}
 }
 
 // needsLeader reports whether a call must be answered by the leader.
@@ -184,7 +192,7 @@ func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
 		return c, nil
 	}
 	c, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(f.creds),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(Codec{}), grpc.MaxCallRecvMsgSize(defaultMaxSendMsgSize)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -37,6 +38,18 @@ type Config struct {
 	// Scheduling serves the scheduler service and the worker operator
 	// calls; nil answers them UNAVAILABLE.
 	Scheduling Scheduling
+
+	// Credentials secure the listener (mutual TLS); nil serves plaintext,
+	// for development and trusted networks only.
+	Credentials credentials.TransportCredentials
+	// PeerCredentials secure the connections this server opens to forward
+	// calls to the leader; nil dials plaintext.
+	PeerCredentials credentials.TransportCredentials
+	// RequireServerIdentity, if set, is asked about every call of a
+	// server-only method (the scheduler service, ClusterService.Join)
+	// before the call is forwarded or answered; an error rejects the call
+	// PERMISSION_DENIED. Nil lets every caller through.
+	RequireServerIdentity func(ctx context.Context) error
 }
 
 const (
@@ -97,13 +110,14 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		cancel()
 	}()
 	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, logger: logger, shutdown: shutdown}
-	fwd := newForwarder(c, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout))
+	fwd := newForwarder(c, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout), cfg.PeerCredentials)
 	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.Error("panic in RPC handler", "panic", p)
 		return status.Errorf(codes.Internal, "internal error: %v", p)
 	})
-	gs := grpc.NewServer(
+	auth := authorizer{require: cfg.RequireServerIdentity}
+	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(Codec{}),
 		grpc.MaxRecvMsgSize(orDefault(cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)),
 		grpc.MaxSendMsgSize(defaultMaxSendMsgSize),
@@ -112,9 +126,16 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		// agent's connection is closed, and allow agents' own pings.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, fwd.unary),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors),
-	)
+		// The identity check comes before the forwarder: a follower must not
+		// pass on a call the caller may not make, as the leader would see
+		// the follower's server certificate, not the caller's.
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, auth.unary, fwd.unary),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, auth.stream),
+	}
+	if cfg.Credentials != nil {
+		opts = append(opts, grpc.Creds(cfg.Credentials))
+	}
+	gs := grpc.NewServer(opts...)
 	droverv1.RegisterNodeServiceServer(gs, &nodeService{services: svc})
 	droverv1.RegisterJobServiceServer(gs, &jobService{services: svc})
 	droverv1.RegisterAllocServiceServer(gs, &allocService{services: svc})

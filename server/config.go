@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/droverhq/drover/internal/tlsconfig"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/broker"
@@ -85,6 +86,12 @@ type Config struct {
 	Autopilot AutopilotConfig
 	// Scheduler tunes the scheduler workers and the leader's eval broker.
 	Scheduler SchedulerConfig
+	// TLS, when set, runs all of this server's traffic over mutual TLS: the
+	// gRPC listener, its calls to other servers and its own endpoint, and
+	// raft. Its certificate must be a server certificate (DNS SAN
+	// tlsconfig.ServerName). Unset, everything is plaintext and unchecked:
+	// for development and trusted networks only.
+	TLS tlsconfig.Config
 }
 
 // SchedulerConfig tunes scheduling.
@@ -203,6 +210,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.validateCluster()...)
 	if c.UpdateAllocBatchInterval <= 0 {
 		errs = append(errs, errors.New("update alloc batch interval: must be positive"))
+	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/droverhq/drover/internal/tlsconfig"
 )
 
 func TestConfigValidateRaftSettings(t *testing.T) {
@@ -17,6 +19,9 @@ func TestConfigValidateRaftSettings(t *testing.T) {
 		{"multiplier 10", func(c *Config) { c.RaftMultiplier = MaxRaftMultiplier }, ""},
 		{"multiplier 0", func(c *Config) { c.RaftMultiplier = 0 }, "raft multiplier 0"},
 		{"multiplier 11", func(c *Config) { c.RaftMultiplier = 11 }, "raft multiplier 11"},
+		{"tls all three files", func(c *Config) { c.TLS = tlsconfig.Config{CAFile: "ca.pem", CertFile: "s.pem", KeyFile: "s-key.pem"} }, ""},
+		{"tls without key", func(c *Config) { c.TLS = tlsconfig.Config{CAFile: "ca.pem", CertFile: "s.pem"} }, "missing: key file"},
+		{"tls CA only", func(c *Config) { c.TLS = tlsconfig.Config{CAFile: "ca.pem"} }, "tls:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

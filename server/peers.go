@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
@@ -20,12 +20,18 @@ const peerCallTimeout = 2 * time.Second
 // peers holds one gRPC connection per other server, for the calls servers
 // make to each other (Info and Join).
 type peers struct {
+	// creds secure the connections; with TLS they present this server's
+	// certificate.
+	creds credentials.TransportCredentials
+
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	closed bool
 }
 
-func newPeers() *peers { return &peers{conns: make(map[string]*grpc.ClientConn)} }
+func newPeers(creds credentials.TransportCredentials) *peers {
+	return &peers{creds: creds, conns: make(map[string]*grpc.ClientConn)}
+}
 
 // cluster returns a ClusterService client for the server at addr.
 func (p *peers) cluster(addr string) (droverv1.ClusterServiceClient, error) {
@@ -38,7 +44,7 @@ func (p *peers) cluster(addr string) (droverv1.ClusterServiceClient, error) {
 	if !ok {
 		var err error
 		conn, err = grpc.NewClient(addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(p.creds),
 			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})))
 		if err != nil {
 			return nil, fmt.Errorf("dial server at %s: %w", addr, err)

@@ -40,6 +40,7 @@ type Server struct {
 	rpc      *rpc.Server
 	listener net.Listener
 	rpcAddr  string
+	security transportSecurity
 
 	// established is set while this server is leader and has applied every
 	// entry committed before it became leader.
@@ -70,7 +71,11 @@ func New(cfg Config) (s *Server, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s = &Server{cfg: cfg, logger: logger, shutdownCh: make(chan struct{}), leader: newLeadership(), peers: newPeers()}
+	security, err := newTransportSecurity(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	s = &Server{cfg: cfg, logger: logger, security: security, shutdownCh: make(chan struct{}), leader: newLeadership(), peers: newPeers(security.dial)}
 
 	// Undo what was started if a later step fails.
 	var cleanups []func()
@@ -126,6 +131,7 @@ func New(cfg Config) (s *Server, err error) {
 		SnapshotInterval:  cfg.SnapshotInterval,
 		TrailingLogs:      cfg.TrailingLogs,
 		TimingMultiplier:  cfg.RaftMultiplier,
+		TLS:               s.security.raft,
 	})
 	if err != nil {
 		return nil, err
@@ -141,6 +147,9 @@ func New(cfg Config) (s *Server, err error) {
 		UpdateAllocBatchInterval: cfg.UpdateAllocBatchInterval,
 		LeaderHoldTimeout:        cfg.LeaderHoldTimeout,
 		Scheduling:               &schedulingService{sc: s.sched, workers: s.workers},
+		Credentials:              s.security.listen,
+		PeerCredentials:          s.security.dial,
+		RequireServerIdentity:    s.security.requireServer,
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
@@ -150,7 +159,7 @@ func New(cfg Config) (s *Server, err error) {
 		_ = s.Shutdown(context.Background())
 		return nil, err
 	}
-	s.logger.Info("drover server started", "rpc", s.rpcAddr, "raft", s.raft.Addr(), "data_dir", s.dataDir, "dev", cfg.Dev)
+	s.logger.Info("drover server started", "rpc", s.rpcAddr, "raft", s.raft.Addr(), "data_dir", s.dataDir, "dev", cfg.Dev, "tls", cfg.TLS.Enabled())
 	return s, nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -26,7 +25,7 @@ type workerPool struct {
 
 func newWorkerPool(s *Server) (*workerPool, error) {
 	conn, err := grpc.NewClient(s.rpcAddr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(s.security.dial), // with TLS, the server certificate: the scheduler service is server-only
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})))
 	if err != nil {
 		return nil, fmt.Errorf("dial own gRPC endpoint %s for scheduler workers: %w", s.rpcAddr, err)

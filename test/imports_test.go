@@ -45,21 +45,29 @@ scheduler/...  | proto/... scheduler/...                                  | gith
 worker/...     | scheduler/... proto/... worker/...                       | -
 rpc/...        | fsm/state fsm/events proto/... rpc/... internal/version  | -
 server/...     | ...                                                      | -
+internal/tlsconfig | -                                                    | -
+internal/testcerts | internal/tlsconfig                                   | -
 `
 
 // The rpc row means rpc never imports server, worker or fsm (the package);
 // the server row is narrowed by importedByTable (no cmd, test, internal/mock).
+// rpc takes its TLS credentials and the server-identity check from the
+// server as gRPC credentials and a function, so it does not import
+// internal/tlsconfig; tlsconfig itself knows nothing of drover's packages.
 
 // importedByTable: a package of ours matching the first column may be
 // imported, by non-test code, only by packages matching the second. (Any
-// _test.go file may import internal/mock and internal/testserver; go list
-// .Imports does not show test imports.)
+// _test.go file may import internal/mock, internal/testserver and
+// internal/testcerts; go list .Imports does not show test imports.)
+// internal/testcerts writes throwaway certificates: nothing but tests may
+// use it.
 const importedByTable = `
 package        | may be imported only by
 cmd/...        | cmd/...
 test/...       | test/...
 internal/mock  | test/... internal/testserver
 internal/testserver | test/...
+internal/testcerts  | test/... internal/testserver
 `
 
 type importRule struct {
@@ -215,6 +223,15 @@ func TestImportRulesSelfTest(t *testing.T) {
 		{m("cmd/drover"), m("internal/mock"), false},
 		{m("cmd/drover"), m("test"), false},
 		{m("internal/version"), m("internal/mock"), false},
+		{m("server"), m("internal/tlsconfig"), true},
+		{m("cmd/drover/internal/cli"), m("internal/tlsconfig"), true},
+		{m("rpc"), m("internal/tlsconfig"), false},
+		{m("internal/tlsconfig"), m("proto/drover/v1"), false},
+		{m("internal/tlsconfig"), "google.golang.org/grpc/credentials", true},
+		{m("test/cluster"), m("internal/testcerts"), true},
+		{m("internal/testcerts"), m("internal/tlsconfig"), true},
+		{m("server"), m("internal/testcerts"), false},
+		{m("cmd/drover"), m("internal/testcerts"), false},
 		{"example.com/other", m("internal/mock"), true}, // not ours: not our business
 	}
 	for _, c := range cases {

@@ -1,7 +1,7 @@
 // Package raftnode owns the raft plumbing of one drover server: the bolt log
-// and stable store, the file snapshot store, the TCP transport and the
-// *raft.Raft built on them. The rest of the server sees only *raft.Raft and
-// leadership notifications.
+// and stable store, the file snapshot store, the TCP transport (over mutual
+// TLS when configured) and the *raft.Raft built on them. The rest of the
+// server sees only *raft.Raft and leadership notifications.
 package raftnode
 
 import (
@@ -76,6 +76,8 @@ type Config struct {
 	// TimingMultiplier scales raft's HeartbeatTimeout, ElectionTimeout and
 	// LeaderLeaseTimeout; 0 or 1 keeps raft's defaults.
 	TimingMultiplier int
+	// TLS, if set, runs the transport over mutual TLS; nil is plaintext TCP.
+	TLS *TLS
 }
 
 // Node is one server's raft instance together with the stores and transport
@@ -104,6 +106,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raftnode %s: DataDir is required", cfg.ServerID)
 	case cfg.FSM == nil:
 		return nil, fmt.Errorf("raftnode %s: FSM is required", cfg.ServerID)
+	case cfg.TLS != nil && (cfg.TLS.Listen == nil || cfg.TLS.Dial == nil):
+		return nil, fmt.Errorf("raftnode %s: TLS needs both a listen and a dial configuration", cfg.ServerID)
 	}
 	logger := NewHCLogger(cfg.Logger, "raft")
 	notify := make(chan bool, notifyBuffer)
@@ -157,7 +161,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raftnode %s: open snapshot store in %s: %w", cfg.ServerID, dir, err)
 	}
 
-	trans, err := newTransport(addrs, logger.Named("net"))
+	trans, err := newTransport(addrs, cfg.TLS, logger.Named("net"))
 	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: raft transport on %s: %w", cfg.ServerID, cfg.BindAddr, err)
 	}
@@ -289,14 +293,14 @@ func planTransport(bindAddr, advertiseAddr string) (transportPlan, error) {
 	return transportPlan{bind: bindAddr, advertise: adv, advertiseBoundPort: adv.Port == 0}, nil
 }
 
-// newTransport opens the raft TCP transport. raft's TCP transport advertises
+// newTransport opens the raft transport. raft's TCP transport advertises
 // the listener's address when given a nil advertise address, which covers a
 // port-0 BindAddr, and any fixed advertise port is known up front. Only an
 // advertise host with port 0 on a port-0 bind needs the port before raft has
 // listened; there we listen ourselves rather than listen, close and re-bind,
-// which would race for the port.
-func newTransport(p transportPlan, logger hclog.Logger) (*raft.NetworkTransport, error) {
-	if !p.advertiseBoundPort {
+// which would race for the port. Over TLS we always listen ourselves.
+func newTransport(p transportPlan, tlsCfg *TLS, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	if tlsCfg == nil && !p.advertiseBoundPort {
 		var adv net.Addr // stays a nil interface: a typed nil *net.TCPAddr would make raft dereference it
 		if p.advertise != nil {
 			adv = p.advertise
@@ -307,10 +311,24 @@ func newTransport(p transportPlan, logger hclog.Logger) (*raft.NetworkTransport,
 	if err != nil {
 		return nil, err
 	}
-	adv := *p.advertise
-	adv.Port = ln.Addr().(*net.TCPAddr).Port
-	return raft.NewNetworkTransportWithLogger(&tcpStreamLayer{Listener: ln, advertise: &adv},
-		transportMaxPool, transportTimeout, logger), nil
+	adv := ln.Addr()
+	if p.advertise != nil {
+		a := *p.advertise
+		if p.advertiseBoundPort {
+			a.Port = ln.Addr().(*net.TCPAddr).Port
+		}
+		adv = &a
+	}
+	var stream raft.StreamLayer = &tcpStreamLayer{Listener: ln, advertise: adv}
+	if tlsCfg != nil {
+		stream = &tlsStreamLayer{Listener: ln, advertise: adv, tls: *tlsCfg, handshakeTimeout: transportTimeout}
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  stream,
+		MaxPool: transportMaxPool,
+		Timeout: transportTimeout,
+		Logger:  logger,
+	}), nil
 }
 
 // tcpStreamLayer is raft.TCPStreamLayer over a listener we opened ourselves

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/droverhq/drover/internal/testcerts"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 )
@@ -62,6 +63,9 @@ type options struct {
 	beforeStart func(*Server)
 	// serverArgs are flags for one server of New, by its number (1 is s1).
 	serverArgs map[int][]string
+	tls        bool
+	// dial is added to the harness's own connections (TLS credentials).
+	dial []grpc.DialOption
 }
 
 // Args adds flags to the servers' command line.
@@ -121,6 +125,8 @@ type Cluster struct {
 	dir  string
 	opts options
 
+	certs *testcerts.Set // with TLS
+
 	mu      sync.Mutex
 	servers []*Server
 	closers []func() error
@@ -141,6 +147,9 @@ func New(t testing.TB, bin string, n int, opts ...Option) *Cluster {
 	c := &Cluster{t: t, bin: bin, dir: t.TempDir()}
 	for _, o := range opts {
 		o(&c.opts)
+	}
+	if c.opts.tls {
+		c.setupTLS()
 	}
 	if c.opts.mode != modeBootstrapExpect && n != 1 {
 		t.Fatalf("cluster.New: -bootstrap and -dev start single servers, not %d", n)
@@ -253,7 +262,7 @@ func (c *Cluster) newServer(i, rpcPort, raftPort int, o options) *Server {
 	}
 	s.args = append(s.args, "-rpc-addr", s.rpcAddr, "-raft-addr", s.raftAddr, "-info-file", s.infoFile)
 	s.args = append(s.args, defaultArgs...)
-	conn, err := dial(s.rpcAddr)
+	conn, err := dial(s.rpcAddr, o.dial...)
 	if err != nil {
 		c.t.Fatalf("dial %s: %v", s.rpcAddr, err)
 	}
@@ -264,6 +273,8 @@ func (c *Cluster) newServer(i, rpcPort, raftPort int, o options) *Server {
 
 // dial connects to addr with drover's codec. Reconnection backs off to at
 // most half a second, so a restarted server is reachable again at once.
+// opts come after the defaults and win over them (e.g. TLS credentials
+// instead of plaintext).
 func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -95,10 +95,11 @@ func (s *Server) Info() server.Info {
 func (s *Server) Conn() *grpc.ClientConn { return s.conn }
 
 // Dial returns a new connection to the server with the harness's settings
-// plus opts. It is closed when the test ends.
+// (with TLS, the client certificate) plus opts, which win over them. It is
+// closed when the test ends.
 func (s *Server) Dial(opts ...grpc.DialOption) *grpc.ClientConn {
 	s.c.t.Helper()
-	conn, err := dial(s.rpcAddr, opts...)
+	conn, err := dial(s.rpcAddr, append(slices.Clone(s.c.opts.dial), opts...)...)
 	if err != nil {
 		s.c.t.Fatalf("dial %s: %v", s, err)
 	}

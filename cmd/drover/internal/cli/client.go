@@ -16,11 +16,13 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/droverhq/drover/internal/tlsconfig"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 )
@@ -34,13 +36,22 @@ const (
 	defaultAddr = "127.0.0.1:4650"
 	// defaultTimeout bounds one command's calls unless -timeout says otherwise.
 	defaultTimeout = 30 * time.Second
+	// caFileEnv, certFileEnv and keyFileEnv name the environment variables
+	// read when -ca-file, -cert-file and -key-file are not given (the names
+	// of Nomad's CLI).
+	caFileEnv   = "DROVER_CACERT"
+	certFileEnv = "DROVER_CLIENT_CERT"
+	keyFileEnv  = "DROVER_CLIENT_KEY"
 )
 
 // clientOptions are the flags every client command shares.
 type clientOptions struct {
-	address string
-	timeout time.Duration
-	json    bool
+	address  string
+	timeout  time.Duration
+	json     bool
+	caFile   string
+	certFile string
+	keyFile  string
 }
 
 // clientFlags defines the shared client flags on fs. withJSON adds -json,
@@ -50,6 +61,9 @@ func clientFlags(fs *flag.FlagSet, withJSON bool) *clientOptions {
 	o := &clientOptions{}
 	fs.StringVar(&o.address, "address", "", "gRPC address of a drover server (default: $"+addrEnv+", else "+defaultAddr+")")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up on the server after this long; 0 waits for ever")
+	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the cluster CA: connect over TLS and verify the server (default: $"+caFileEnv+")")
+	fs.StringVar(&o.certFile, "cert-file", "", "PEM file of the client certificate presented to the server (default: $"+certFileEnv+")")
+	fs.StringVar(&o.keyFile, "key-file", "", "PEM file of the private key of -cert-file (default: $"+keyFileEnv+")")
 	if withJSON {
 		fs.BoolVar(&o.json, "json", false, "print the server's response as JSON instead of a table")
 	}
@@ -68,12 +82,41 @@ func (o *clientOptions) serverAddr() string {
 	return defaultAddr
 }
 
+// tls resolves the TLS files: each flag, else its environment variable.
+// With none set the connection is plaintext.
+func (o *clientOptions) tls() tlsconfig.Config {
+	pick := func(flag, env string) string {
+		if flag != "" {
+			return flag
+		}
+		return strings.TrimSpace(os.Getenv(env))
+	}
+	return tlsconfig.Config{
+		CAFile:   pick(o.caFile, caFileEnv),
+		CertFile: pick(o.certFile, certFileEnv),
+		KeyFile:  pick(o.keyFile, keyFileEnv),
+	}
+}
+
+// credentials are the transport credentials of o: TLS once any TLS file is
+// set (incomplete settings are an error), else plaintext.
+func (o *clientOptions) credentials() (credentials.TransportCredentials, error) {
+	cfg := o.tls()
+	if !cfg.Enabled() {
+		return insecure.NewCredentials(), nil
+	}
+	return cfg.ClientCredentials()
+}
+
 // dial connects to a drover server. It is the one place connections are
-// made: transport credentials (mTLS) and the operator token (DROVER_TOKEN)
-// will be added here.
-func dial(addr string) (*grpc.ClientConn, error) {
+// made: the operator token (DROVER_TOKEN) will be added here.
+func (o *clientOptions) dial(addr string) (*grpc.ClientConn, error) {
+	creds, err := o.credentials()
+	if err != nil {
+		return nil, err
+	}
 	return grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})),
 	)
 }
@@ -87,7 +130,7 @@ func callOperator[Resp any](ctx context.Context, o *clientOptions, stderr io.Wri
 ) (Resp, error) {
 	var zero Resp
 	addr := o.serverAddr()
-	conn, err := dial(addr)
+	conn, err := o.dial(addr)
 	if err != nil {
 		return zero, report(stderr, "connecting to "+addr, err, 0)
 	}

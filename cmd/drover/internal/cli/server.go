@@ -15,6 +15,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 	"github.com/peterbourgon/ff/v3/ffcli"
 
+	"github.com/droverhq/drover/internal/tlsconfig"
 	"github.com/droverhq/drover/internal/version"
 	"github.com/droverhq/drover/server"
 )
@@ -79,6 +80,9 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	})
 	fs.DurationVar(&cfg.Scheduler.Broker.NackTimeout, "eval-nack-timeout", cfg.Scheduler.Broker.NackTimeout, "how long a worker may hold an evaluation before the broker hands it to another")
 	fs.IntVar(&cfg.Scheduler.Broker.DeliveryLimit, "eval-delivery-limit", cfg.Scheduler.Broker.DeliveryLimit, "deliveries of an evaluation before it is marked failed")
+	fs.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "PEM file of the cluster CA; with -tls-cert-file and -tls-key-file, all traffic uses mutual TLS")
+	fs.StringVar(&cfg.TLS.CertFile, "tls-cert-file", "", "PEM file of this server's certificate (DNS SAN "+tlsconfig.ServerName+")")
+	fs.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "PEM file of the private key of -tls-cert-file")
 	fs.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text or json")
 	return fs, opts

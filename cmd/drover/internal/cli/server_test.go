@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/peterbourgon/ff/v3"
+
+	"github.com/droverhq/drover/internal/tlsconfig"
 )
 
 func TestServerFlagsFromEnvironment(t *testing.T) {
@@ -28,6 +30,19 @@ func TestServerFlagsFromEnvironment(t *testing.T) {
 	}
 	if cfg.RaftAddr != "127.0.0.1:4651" {
 		t.Errorf("raft addr %q, want the default", cfg.RaftAddr)
+	}
+}
+
+func TestServerTLSFlags(t *testing.T) {
+	t.Setenv("DROVER_TLS_CA_FILE", "/etc/drover/ca.pem")
+	t.Setenv("DROVER_TLS_KEY_FILE", "/etc/drover/env-key.pem")
+	fs, opts := serverFlags(io.Discard)
+	if err := ff.Parse(fs, []string{"-tls-cert-file", "/etc/drover/server.pem", "-tls-key-file", "/etc/drover/server-key.pem"}, serverEnvOptions()...); err != nil {
+		t.Fatal(err)
+	}
+	want := tlsconfig.Config{CAFile: "/etc/drover/ca.pem", CertFile: "/etc/drover/server.pem", KeyFile: "/etc/drover/server-key.pem"}
+	if opts.cfg.TLS != want {
+		t.Errorf("TLS %+v, want %+v", opts.cfg.TLS, want)
 	}
 }
 

@@ -22,7 +22,7 @@ type session struct {
 // at the -timeout deadline; close releases it and the connection.
 func openSession(ctx context.Context, o *clientOptions, stderr io.Writer) (context.Context, *session, func(), error) {
 	addr := o.serverAddr()
-	conn, err := dial(addr)
+	conn, err := o.dial(addr)
 	if err != nil {
 		return nil, nil, nil, report(stderr, "connecting to "+addr, err, 0)
 	}

@@ -1,0 +1,161 @@
+// Package testcerts writes a throwaway cluster CA and certificates it signed
+// (a server's, a client's) for tests of drover's mutual TLS. Only tests
+// import it.
+package testcerts
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/droverhq/drover/internal/tlsconfig"
+)
+
+// Validity is how long the certificates are valid: long enough for any
+// test, short enough that a leaked one is soon useless.
+const Validity = 2 * time.Hour
+
+// Set is the files of one CA and the certificates it signed.
+type Set struct {
+	CAFile         string
+	ServerCertFile string
+	ServerKeyFile  string
+	ClientCertFile string
+	ClientKeyFile  string
+}
+
+// Server is the TLS configuration of a server: its certificate carries the
+// DNS SAN tlsconfig.ServerName and the IP SAN 127.0.0.1, and may be used to
+// serve and to call other servers.
+func (s *Set) Server() tlsconfig.Config {
+	return tlsconfig.Config{CAFile: s.CAFile, CertFile: s.ServerCertFile, KeyFile: s.ServerKeyFile}
+}
+
+// Client is the TLS configuration of a client (an agent or operator): its
+// certificate carries the DNS SAN tlsconfig.ClientName.
+func (s *Set) Client() tlsconfig.Config {
+	return tlsconfig.Config{CAFile: s.CAFile, CertFile: s.ClientCertFile, KeyFile: s.ClientKeyFile}
+}
+
+// New writes a new set into a temporary directory of t's, failing t on
+// error.
+func New(t testing.TB) *Set {
+	t.Helper()
+	s, err := Write(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Write generates a new CA, server certificate and client certificate
+// (ECDSA P-256) and writes them as PEM files into dir: ca.pem, server.pem,
+// server-key.pem, client.pem and client-key.pem.
+func Write(dir string) (*Set, error) {
+	ca, caKey, err := newCA()
+	if err != nil {
+		return nil, err
+	}
+	s := &Set{CAFile: filepath.Join(dir, "ca.pem")}
+	if err := writePEM(s.CAFile, "CERTIFICATE", ca.Raw); err != nil {
+		return nil, err
+	}
+	server := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: tlsconfig.ServerName},
+		DNSNames:    []string{tlsconfig.ServerName},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	if s.ServerCertFile, s.ServerKeyFile, err = issue(dir, "server", server, ca, caKey); err != nil {
+		return nil, err
+	}
+	client := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: tlsconfig.ClientName},
+		DNSNames:    []string{tlsconfig.ClientName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if s.ClientCertFile, s.ClientKeyFile, err = issue(dir, "client", client, ca, caKey); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newCA makes a self-signed CA certificate and its key.
+func newCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("testcerts: CA key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: "drover test CA"},
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := sign(tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("testcerts: CA certificate: %w", err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("testcerts: CA certificate: %w", err)
+	}
+	return ca, key, nil
+}
+
+// issue signs tmpl with the CA and writes <name>.pem and <name>-key.pem.
+func issue(dir, name string, tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certFile, keyFile string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", fmt.Errorf("testcerts: %s key: %w", name, err)
+	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := sign(tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return "", "", fmt.Errorf("testcerts: %s certificate: %w", name, err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", fmt.Errorf("testcerts: %s key: %w", name, err)
+	}
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
+		return "", "", err
+	}
+	if err := writePEM(keyFile, "PRIVATE KEY", keyDER); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
+}
+
+// sign fills in serial number and validity and signs tmpl with parent's key.
+func sign(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, parentKey *ecdsa.PrivateKey) ([]byte, error) {
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore = now.Add(-time.Minute) // tolerate a little clock skew
+	tmpl.NotAfter = now.Add(Validity)
+	return x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
+}
+
+// writePEM writes one PEM block to path, readable by the owner only.
+func writePEM(path, typ string, der []byte) error {
+	data := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("testcerts: %w", err)
+	}
+	return nil
+}

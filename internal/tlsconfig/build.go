@@ -1,0 +1,73 @@
+package tlsconfig
+
+import (
+	"crypto/tls"
+	"fmt"
+)
+
+// MinVersion is the oldest protocol accepted. Go negotiates TLS 1.3
+// whenever both ends support it, which every drover process does; 1.2
+// stays allowed for other tools (load balancers' health checks, grpcurl
+// builds) that may not.
+const MinVersion = tls.VersionTLS12
+
+// ServerTLS is the configuration of a listener: it presents this process's
+// certificate and requires every caller to present one the CA signed.
+func (c Config) ServerTLS() (*tls.Config, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if !c.Enabled() {
+		return nil, fmt.Errorf("tls: not configured")
+	}
+	pool, err := c.loadCA()
+	if err != nil {
+		return nil, err
+	}
+	certs, err := c.loadCert()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		Certificates: certs,
+		ClientCAs:    pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   MinVersion,
+	}, nil
+}
+
+// ClientTLS is the configuration of a dialer: it verifies that the other end
+// holds a server certificate the CA signed (host name ServerName, whatever
+// address was dialed) and presents this process's certificate, if it has
+// one.
+func (c Config) ClientTLS() (*tls.Config, error) {
+	if err := c.ValidateClient(); err != nil {
+		return nil, err
+	}
+	if !c.Enabled() {
+		return nil, fmt.Errorf("tls: not configured")
+	}
+	pool, err := c.loadCA()
+	if err != nil {
+		return nil, err
+	}
+	certs, err := c.loadCert()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		Certificates: certs,
+		RootCAs:      pool,
+		ServerName:   ServerName,
+		MinVersion:   MinVersion,
+	}, nil
+}
+
+// OnlyServers returns a copy of a listener's configuration that also
+// refuses every caller whose verified certificate is not a server's: for
+// the raft transport, which no client may speak.
+func OnlyServers(cfg *tls.Config) *tls.Config {
+	out := cfg.Clone()
+	out.VerifyConnection = VerifyServerPeer
+	return out
+}
