@@ -2,9 +2,6 @@ package test_test
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
-	"net"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/droverhq/drover/internal/mock"
+	"github.com/droverhq/drover/internal/testcerts"
 	"github.com/droverhq/drover/internal/tlsconfig"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/test/cluster"
@@ -138,22 +136,5 @@ func raftProbe(addr string, identity tlsconfig.Config) error {
 	if err != nil {
 		return err
 	}
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	_, err = conn.Read(make([]byte, 1))
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return nil
-	}
-	if err == nil {
-		return errors.New("the server sent data unasked")
-	}
-	return err
+	return testcerts.Probe(addr, cfg, 500*time.Millisecond)
 }

@@ -4,12 +4,15 @@
 package testcerts
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -158,4 +161,29 @@ func writePEM(path, typ string, der []byte) error {
 		return fmt.Errorf("testcerts: %w", err)
 	}
 	return nil
+}
+
+// Probe connects to addr with TLS and reports whether the server kept the
+// connection: a refused caller's handshake or first read fails at once, an
+// accepted one's read times out waiting for a server that speaks only when
+// spoken to (raft). wait is how long silence counts as accepted.
+func Probe(addr string, cfg *tls.Config, wait time.Duration) error {
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(wait))
+	_, err = conn.Read(make([]byte, 1))
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	if err == nil {
+		return errors.New("the server sent data unasked")
+	}
+	return err
 }

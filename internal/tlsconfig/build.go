@@ -2,6 +2,7 @@ package tlsconfig
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 )
 
@@ -14,17 +15,7 @@ const MinVersion = tls.VersionTLS12
 // ServerTLS is the configuration of a listener: it presents this process's
 // certificate and requires every caller to present one the CA signed.
 func (c Config) ServerTLS() (*tls.Config, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	if !c.Enabled() {
-		return nil, fmt.Errorf("tls: not configured")
-	}
-	pool, err := c.loadCA()
-	if err != nil {
-		return nil, err
-	}
-	certs, err := c.loadCert()
+	pool, certs, err := c.load(c.Validate)
 	if err != nil {
 		return nil, err
 	}
@@ -41,17 +32,7 @@ func (c Config) ServerTLS() (*tls.Config, error) {
 // address was dialed) and presents this process's certificate, if it has
 // one.
 func (c Config) ClientTLS() (*tls.Config, error) {
-	if err := c.ValidateClient(); err != nil {
-		return nil, err
-	}
-	if !c.Enabled() {
-		return nil, fmt.Errorf("tls: not configured")
-	}
-	pool, err := c.loadCA()
-	if err != nil {
-		return nil, err
-	}
-	certs, err := c.loadCert()
+	pool, certs, err := c.load(c.ValidateClient)
 	if err != nil {
 		return nil, err
 	}
@@ -70,4 +51,24 @@ func OnlyServers(cfg *tls.Config) *tls.Config {
 	out := cfg.Clone()
 	out.VerifyConnection = VerifyServerPeer
 	return out
+}
+
+// load validates c for its use and reads the CA pool and this process's
+// certificate (none for a client without one).
+func (c Config) load(validate func() error) (*x509.CertPool, []tls.Certificate, error) {
+	if err := validate(); err != nil {
+		return nil, nil, err
+	}
+	if !c.Enabled() {
+		return nil, nil, fmt.Errorf("tls: not configured")
+	}
+	pool, err := c.loadCA()
+	if err != nil {
+		return nil, nil, err
+	}
+	certs, err := c.loadCert()
+	if err != nil {
+		return nil, nil, err
+	}
+	return pool, certs, nil
 }

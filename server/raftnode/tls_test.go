@@ -2,8 +2,6 @@ package raftnode
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"net"
 	"slices"
 	"testing"
@@ -87,7 +85,7 @@ func TestTLSTransportRefusesClients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = probe(string(n.Addr()), cliCfg)
+			err = testcerts.Probe(string(n.Addr()), cliCfg, 300*time.Millisecond)
 			if got := err == nil; got != tt.want {
 				t.Fatalf("accepted = %v (%v), want %v", got, err, tt.want)
 			}
@@ -114,23 +112,3 @@ func TestTLSTransportRefusesClients(t *testing.T) {
 // probe connects to a raft listener and reports whether the server kept
 // the connection: a refused caller's first read fails at once, an accepted
 // one's times out waiting for raft to say something.
-func probe(addr string, cfg *tls.Config) error {
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	_, err = conn.Read(make([]byte, 1))
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return nil
-	}
-	if err == nil {
-		return errors.New("the server sent data unasked")
-	}
-	return err
-}
