@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"iter"
 	"slices"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -12,17 +13,29 @@ import (
 // entry; it needs reconnect handling while its last client-status entry
 // says unknown, and the scheduler records the reconnect with a new entry.
 
+// clientStatusesNewestFirst yields the allocation's client-status entries,
+// newest first.
+func clientStatusesNewestFirst(a *droverv1.Allocation) iter.Seq[*droverv1.AllocState] {
+	return func(yield func(*droverv1.AllocState) bool) {
+		states := a.GetAllocStates()
+		for i := len(states) - 1; i >= 0; i-- {
+			s := states[i]
+			if s.GetField() != droverv1.AllocStateField_ALLOC_STATE_FIELD_CLIENT_STATUS ||
+				s.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED {
+				continue
+			}
+			if !yield(s) {
+				return
+			}
+		}
+	}
+}
+
 // needsReconnect reports whether the allocation's last recorded client
 // status is unknown: it was disconnected and no reconnect has been
 // recorded since.
 func needsReconnect(a *droverv1.Allocation) bool {
-	states := a.GetAllocStates()
-	for i := len(states) - 1; i >= 0; i-- {
-		s := states[i]
-		if s.GetField() != droverv1.AllocStateField_ALLOC_STATE_FIELD_CLIENT_STATUS ||
-			s.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED {
-			continue
-		}
+	for s := range clientStatusesNewestFirst(a) {
 		return s.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN
 	}
 	return false
@@ -32,13 +45,7 @@ func needsReconnect(a *droverv1.Allocation) bool {
 // entry of the trailing run of unknown entries, or 0.
 func lastUnknown(a *droverv1.Allocation) int64 {
 	var t int64
-	states := a.GetAllocStates()
-	for i := len(states) - 1; i >= 0; i-- {
-		s := states[i]
-		if s.GetField() != droverv1.AllocStateField_ALLOC_STATE_FIELD_CLIENT_STATUS ||
-			s.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED {
-			continue
-		}
+	for s := range clientStatusesNewestFirst(a) {
 		if s.GetClientStatus() != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN {
 			break
 		}

@@ -36,10 +36,7 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("drover job run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	opts := clientFlags(fs, false)
-	var detach bool
-	var requestID string
-	fs.BoolVar(&detach, "detach", false, "return once the job is registered instead of following its evaluation")
-	fs.StringVar(&requestID, "request-id", "", "idempotency key of the write (default: a new UUID); repeat it to retry safely")
+	w := jobWriteFlags(fs, "registered")
 	return &ffcli.Command{
 		Name:       "run",
 		ShortUsage: "drover job run [flags] FILE",
@@ -58,21 +55,18 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			if err != nil {
 				return err
 			}
-			if requestID == "" {
-				requestID = uuid.NewString()
-			}
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
 			if err != nil {
 				return err
 			}
 			defer closeSession()
 			resp, err := droverv1.NewJobServiceClient(s.conn).Register(ctx,
-				&droverv1.RegisterJobRequest{Job: job, RequestId: requestID})
+				&droverv1.RegisterJobRequest{Job: job, RequestId: w.id()})
 			if err != nil {
 				return s.fail(ctx, fmt.Sprintf("registering job %q", job.GetId()), err)
 			}
 			fmt.Fprintf(stdout, "Job %q registered at version %d\n", job.GetId(), resp.GetJobVersion())
-			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), detach, groupNames(job))
+			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), w.detach, groupNames(job))
 		},
 	}
 }
@@ -81,10 +75,7 @@ func jobStopCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("drover job stop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	opts := clientFlags(fs, false)
-	var detach bool
-	var requestID string
-	fs.BoolVar(&detach, "detach", false, "return once the job is marked stopped instead of following its evaluation")
-	fs.StringVar(&requestID, "request-id", "", "idempotency key of the write (default: a new UUID); repeat it to retry safely")
+	w := jobWriteFlags(fs, "marked stopped")
 	return &ffcli.Command{
 		Name:       "stop",
 		ShortUsage: "drover job stop [flags] ID",
@@ -98,23 +89,43 @@ func jobStopCommand(stdout, stderr io.Writer) *ffcli.Command {
 				return errors.New("give exactly one job id")
 			}
 			id := args[0]
-			if requestID == "" {
-				requestID = uuid.NewString()
-			}
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
 			if err != nil {
 				return err
 			}
 			defer closeSession()
 			resp, err := droverv1.NewJobServiceClient(s.conn).Deregister(ctx,
-				&droverv1.DeregisterJobRequest{JobId: id, RequestId: requestID})
+				&droverv1.DeregisterJobRequest{JobId: id, RequestId: w.id()})
 			if err != nil {
 				return s.fail(ctx, fmt.Sprintf("stopping job %q", id), err)
 			}
 			fmt.Fprintf(stdout, "Job %q stopped\n", id)
-			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), detach, nil)
+			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), w.detach, nil)
 		},
 	}
+}
+
+// jobWrite holds the flags shared by the commands that write a job.
+type jobWrite struct {
+	detach    bool
+	requestID string
+}
+
+// jobWriteFlags defines -detach and -request-id; done says what the write
+// leaves the job as, for the help text.
+func jobWriteFlags(fs *flag.FlagSet, done string) *jobWrite {
+	w := &jobWrite{}
+	fs.BoolVar(&w.detach, "detach", false, "return once the job is "+done+" instead of following its evaluation")
+	fs.StringVar(&w.requestID, "request-id", "", "idempotency key of the write (default: a new UUID); repeat it to retry safely")
+	return w
+}
+
+// id is the write's request id: the flag's, or a new UUID.
+func (w *jobWrite) id() string {
+	if w.requestID == "" {
+		w.requestID = uuid.NewString()
+	}
+	return w.requestID
 }
 
 // afterJobWrite prints the evaluation a job write created and, unless
