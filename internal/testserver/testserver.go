@@ -88,11 +88,13 @@ func (s *Server) stop(t testing.TB) {
 }
 
 // Restart shuts the server down and starts it again on the same data dir
-// and raft address, as a restarted process would be.
+// and addresses, as a restarted process would be; the unchanged gRPC
+// address means its announce loop has nothing to write.
 func (s *Server) Restart(t testing.TB) *Server {
 	t.Helper()
 	cfg := s.Config
 	cfg.RaftAddr = s.RaftAddr()
+	cfg.RPCAddr = s.RPCAddr()
 	s.stop(t)
 	return start(t, cfg)
 }
@@ -104,6 +106,7 @@ func (s *Server) Wipe(t testing.TB) *Server {
 	t.Helper()
 	cfg := s.Config
 	cfg.RaftAddr = s.RaftAddr()
+	cfg.RPCAddr = s.RPCAddr()
 	cfg.ServerID = s.ID()
 	s.stop(t)
 	if err := os.RemoveAll(cfg.DataDir); err != nil {
