@@ -78,6 +78,12 @@ func newEntryMessage(t droverv1.MessageType) vtMessage {
 		return &droverv1.PlanResultEntry{}
 	case droverv1.MessageTypeServerUpsert:
 		return &droverv1.ServerUpsertEntry{}
+	case droverv1.MessageTypeNodeEligibility:
+		return &droverv1.NodeEligibilityEntry{}
+	case droverv1.MessageTypeNodeDrain:
+		return &droverv1.NodeDrainEntry{}
+	case droverv1.MessageTypeGC:
+		return &droverv1.GCEntry{}
 	case droverv1.MessageTypeServerRemove:
 		return &droverv1.ServerRemoveEntry{}
 	}

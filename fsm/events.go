@@ -23,6 +23,13 @@ func eventType(msgType droverv1.MessageType) string {
 		return "EvaluationUpdated"
 	case droverv1.MessageTypePlanResult:
 		return "PlanApplied"
+	case droverv1.MessageTypeNodeEligibility:
+		return "NodeEligibilityUpdated"
+	case droverv1.MessageTypeNodeDrain:
+		return "NodeDrainUpdated"
+	case droverv1.MessageTypeGC:
+		// Every object of a GC entry was deleted.
+		return "GarbageCollected"
 	}
 	return msgType.String()
 }

@@ -43,7 +43,7 @@ func (f *FSM) SetHooks(h Hooks) { f.hooks = h }
 // the state store refused the entry (nothing was written), or for entries
 // that are applied part by part the result of each part: a
 // *state.RegisterResult for NodeRegister, a *state.ClientUpdateResult for
-// AllocClientUpdate. JobRegister and JobDeregister return the request's
+// AllocClientUpdate, a *state.GCResult for GC. JobRegister and JobDeregister return the request's
 // *droverv1.JobRequestResult: the first application's when the entry's
 // request id was already applied (then nothing was written). raft hands the
 // value back to the proposer through ApplyFuture.Response.
@@ -100,6 +100,14 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 		changes, err = f.state.UpsertServer(index, m)
 	case *droverv1.ServerRemoveEntry:
 		changes, err = f.state.RemoveServer(index, m)
+	case *droverv1.NodeEligibilityEntry:
+		changes, err = f.state.UpdateNodeEligibility(index, m)
+	case *droverv1.NodeDrainEntry:
+		changes, err = f.state.UpdateNodeDrain(index, m)
+	case *droverv1.GCEntry:
+		var res *state.GCResult
+		res, changes, err = f.state.ApplyGC(index, m)
+		result = res
 	default:
 		// Decode returns only the types above.
 		panic(fmt.Sprintf("fsm: no applier for %T (type %s) at index %d", msg, msgType, index))

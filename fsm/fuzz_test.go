@@ -69,6 +69,10 @@ func newSeedState(tb testing.TB) *seedState {
 		{droverv1.MessageTypeJobDeregister, &droverv1.JobDeregisterEntry{JobId: job.GetId(), Eval: mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER), RequestId: "r1"}},
 		{droverv1.MessageTypeServerUpsert, &droverv1.ServerUpsertEntry{Server: &droverv1.ServerMember{Id: "s1", RpcAddr: "a:1", RaftAddr: "a:2"}}},
 		{droverv1.MessageTypeServerRemove, &droverv1.ServerRemoveEntry{ServerId: "s1"}},
+		{droverv1.MessageTypeNodeEligibility, &droverv1.NodeEligibilityEntry{NodeId: n.GetId(), Eligibility: droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_INELIGIBLE}},
+		{droverv1.MessageTypeNodeDrain, &droverv1.NodeDrainEntry{NodeId: n.GetId(), DrainStrategy: &droverv1.DrainStrategy{StartedAt: 1}}},
+		{droverv1.MessageTypeGC, &droverv1.GCEntry{NodeIds: []string{n.GetId()}, AllocIds: []string{alloc.GetId()}, EvalIds: []string{ev.GetId()}, JobIds: []string{job.GetId()},
+			JobVersions: []*droverv1.JobVersionRef{{JobId: job.GetId(), Version: 0}}}},
 	}
 	s := &seedState{}
 	for _, m := range msgs {

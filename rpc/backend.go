@@ -32,8 +32,13 @@ type Backend interface {
 	Events() *events.Broker
 	// KnownLeader reports whether this server knows a cluster leader.
 	KnownLeader() bool
-	// HeartbeatTTL is the time within which a node must heartbeat next.
+	// HeartbeatTTL is the time within which a node must heartbeat next,
+	// for a node without a heartbeat timer (a down node registering).
 	HeartbeatTTL() time.Duration
+	// ResetHeartbeat restarts the node's heartbeat timer and returns the
+	// time within which it must heartbeat next. It fails with
+	// ErrUnavailable on a server that does not lead.
+	ResetHeartbeat(nodeID string) (time.Duration, error)
 	// Servers lists the RPC addresses of the servers, so that agents can
 	// fail over.
 	Servers() []string

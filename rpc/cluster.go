@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -96,4 +97,18 @@ func (s *operatorService) ServerMembers(ctx context.Context, _ *droverv1.ServerM
 func (s *operatorService) StateDigest(context.Context, *droverv1.StateDigestRequest) (*droverv1.StateDigestResponse, error) {
 	snap := s.backend.State().Snapshot()
 	return &droverv1.StateDigestResponse{Index: snap.Index(), Tables: snap.Digest()}, nil
+}
+
+// Collector runs garbage collection on the leader.
+type Collector interface {
+	// GarbageCollect collects everything collectable now, whatever its age.
+	GarbageCollect(ctx context.Context) (*droverv1.GarbageCollectResponse, error)
+}
+
+// GarbageCollect runs on the leader (the forwarder sends it there).
+func (s *operatorService) GarbageCollect(ctx context.Context, _ *droverv1.GarbageCollectRequest) (*droverv1.GarbageCollectResponse, error) {
+	if s.collector == nil {
+		return nil, fmt.Errorf("garbage collection is not running on this server: %w", ErrUnavailable)
+	}
+	return s.collector.GarbageCollect(ctx)
 }

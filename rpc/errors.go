@@ -28,6 +28,9 @@ var (
 	// ErrFailedPrecondition means the system is not in a state that allows the
 	// call; the caller must do something else first.
 	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrInvalidArgument means the request cannot be served as asked, for
+	// reasons beyond a malformed field (an ambiguous id prefix).
+	ErrInvalidArgument = errors.New("invalid argument")
 )
 
 // retryAfter is the back-off suggested with UNAVAILABLE.
@@ -52,6 +55,8 @@ func toStatus(err error, logger *slog.Logger) error {
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrFailedPrecondition):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, ErrInvalidArgument):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, state.ErrConflict), errors.Is(err, ErrUnavailable):
 		return unavailable(err.Error())
 	case errors.Is(err, events.ErrSubscriptionLagged):

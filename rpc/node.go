@@ -52,7 +52,7 @@ func (s *nodeService) Register(ctx context.Context, req *droverv1.RegisterNodeRe
 			return nil, fmt.Errorf("node %s is registered with another secret: %w", node.GetId(), errPermissionDenied)
 		}
 		if existing.DescriptionEqual(node) {
-			return s.registerResponse(existing, existing.GetModifyIndex()), nil
+			return s.registerResponse(existing, existing.GetModifyIndex())
 		}
 	}
 	g, pos, err := s.registrations.submit(ctx, node, 1)
@@ -70,17 +70,26 @@ func (s *nodeService) Register(ctx context.Context, req *droverv1.RegisterNodeRe
 	if stored == nil {
 		return nil, fmt.Errorf("node %s vanished after registration at index %d: %w", node.GetId(), g.index, ErrUnavailable)
 	}
-	return s.registerResponse(stored, g.index), nil
+	return s.registerResponse(stored, g.index)
 }
 
-func (s *nodeService) registerResponse(node *droverv1.Node, index uint64) *droverv1.RegisterNodeResponse {
+// registerResponse arms the heartbeat timer of a node that is not down (a
+// down node gets one when it heartbeats) and tells the agent its TTL.
+func (s *nodeService) registerResponse(node *droverv1.Node, index uint64) (*droverv1.RegisterNodeResponse, error) {
+	ttl := s.backend.HeartbeatTTL()
+	if node.GetStatus() != droverv1.NodeStatus_NODE_STATUS_DOWN {
+		var err error
+		if ttl, err = s.backend.ResetHeartbeat(node.GetId()); err != nil {
+			return nil, err
+		}
+	}
 	return &droverv1.RegisterNodeResponse{
-		HeartbeatTtl:          int64(s.backend.HeartbeatTTL()),
+		HeartbeatTtl:          int64(ttl),
 		Index:                 index,
 		Status:                node.GetStatus(),
 		SchedulingEligibility: node.GetSchedulingEligibility(),
 		Servers:               s.backend.Servers(),
-	}
+	}, nil
 }
 
 // UpdateStatus is the heartbeat. It writes only when the node's status
@@ -107,8 +116,14 @@ func (s *nodeService) updateStatusOnce(ctx context.Context, req *droverv1.Update
 	if err != nil {
 		return nil, err
 	}
+	// The timer restarts before anything is written, so that it cannot
+	// expire between this heartbeat's decision and its write.
+	ttl, err := s.backend.ResetHeartbeat(node.GetId())
+	if err != nil {
+		return nil, err
+	}
 	resp := &droverv1.UpdateNodeStatusResponse{
-		HeartbeatTtl: int64(s.backend.HeartbeatTTL()),
+		HeartbeatTtl: int64(ttl),
 		Servers:      s.backend.Servers(),
 	}
 	next := nextStatus(node, snap)
@@ -119,7 +134,7 @@ func (s *nodeService) updateStatusOnce(ctx context.Context, req *droverv1.Update
 	now := time.Now().UnixNano()
 	var evals []*droverv1.Evaluation
 	if statusChangeNeedsEvals(node.GetStatus(), next) {
-		evals = nodeEvals(snap, node, now)
+		evals = NodeEvals(snap, node, now)
 	}
 	entry := &droverv1.NodeStatusEntry{
 		NodeId:              node.GetId(),
@@ -199,10 +214,10 @@ func statusDescription(from, to droverv1.NodeStatus) string {
 	return "waiting for the agent's allocation report"
 }
 
-// nodeEvals makes one pending evaluation per job that may be affected by a
+// NodeEvals makes one pending evaluation per job that may be affected by a
 // change of the node: jobs with allocations on it that still matter, and
 // system jobs that may run on it.
-func nodeEvals(snap *state.Snapshot, node *droverv1.Node, now int64) []*droverv1.Evaluation {
+func NodeEvals(snap *state.Snapshot, node *droverv1.Node, now int64) []*droverv1.Evaluation {
 	seen := make(map[string]struct{})
 	var evals []*droverv1.Evaluation
 	add := func(job *droverv1.Job) {

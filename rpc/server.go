@@ -39,6 +39,10 @@ type Config struct {
 	// calls; nil answers them UNAVAILABLE.
 	Scheduling Scheduling
 
+	// Collector runs garbage collection for OperatorService.GarbageCollect;
+	// nil answers it UNAVAILABLE.
+	Collector Collector
+
 	// Credentials secure the listener (mutual TLS); nil serves plaintext,
 	// for development and trusted networks only.
 	Credentials credentials.TransportCredentials
@@ -85,6 +89,7 @@ type services struct {
 	backend       Backend
 	cluster       Cluster
 	sched         Scheduling
+	collector     Collector
 	logger        *slog.Logger
 	reports       *committer[*droverv1.NodeAllocUpdates]
 	registrations *committer[*droverv1.Node]
@@ -109,7 +114,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		}
 		cancel()
 	}()
-	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, logger: logger, shutdown: shutdown}
+	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, collector: cfg.Collector, logger: logger, shutdown: shutdown}
 	fwd := newForwarder(c, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout), cfg.PeerCredentials)
 	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {

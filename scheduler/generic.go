@@ -158,7 +158,7 @@ func (g *genericScheduler) reconcileService(ec *evalContext, eval *droverv1.Eval
 // applyChanges writes the reconciler's stops and updates into the plan.
 func applyChanges(ec *evalContext, res *reconcileResult) {
 	for _, s := range res.stop {
-		ec.planStop(s.alloc, s.desired, s.description, s.clientStatus, s.followupEvalID)
+		ec.planStop(s.alloc, s.desired, s.description, s.clientStatus, s.followup.GetFollowupEvalId())
 	}
 	for _, a := range res.inplace {
 		ec.planUpdate(a)
@@ -167,7 +167,7 @@ func applyChanges(ec *evalContext, res *reconcileResult) {
 		ec.planUpdate(a)
 	}
 	for _, d := range res.destructive {
-		ec.planStop(d.stop.alloc, d.stop.desired, d.stop.description, d.stop.clientStatus, d.stop.followupEvalID)
+		ec.planStop(d.stop.alloc, d.stop.desired, d.stop.description, d.stop.clientStatus, d.stop.followup.GetFollowupEvalId())
 		res.place = append(res.place, d.place)
 	}
 }

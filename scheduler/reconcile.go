@@ -16,7 +16,6 @@ const (
 	allocMigrating   = "alloc is being migrated"
 	allocUpdating    = "alloc is being updated due to job update"
 	allocReconnected = "alloc not needed due to disconnected client reconnect"
-	allocUnknown     = "alloc is unknown since its node is disconnected"
 )
 
 // reconcileInput is what the service/batch reconciler compares: a job and
@@ -96,8 +95,10 @@ type allocStop struct {
 	description string
 	// clientStatus is LOST when the allocation's node is gone, else
 	// UNSPECIFIED (unchanged).
-	clientStatus   droverv1.AllocClientStatus
-	followupEvalID string
+	clientStatus droverv1.AllocClientStatus
+	// followup, if set, receives the id of the delayed evaluation the stop
+	// is to record on the allocation once follow-ups are made.
+	followup *droverv1.Allocation
 }
 
 // destructiveUpdate replaces an allocation with one for the current job

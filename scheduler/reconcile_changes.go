@@ -50,6 +50,16 @@ func (c *groupChanges) stop(a *droverv1.Allocation, description string, clientSt
 	c.acted[a.GetId()] = actionStop
 }
 
+// stopAwaitingClient stops an allocation of a gone node as lost, recording
+// on it the delayed evaluation that will replace it once its agent has
+// stopped it on its own (stop_after_client_disconnect).
+func (c *groupChanges) stopAwaitingClient(a *droverv1.Allocation, followup *droverv1.Allocation) {
+	st := newAllocStop(a, allocLost, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST)
+	st.followup = followup
+	c.res.stop = append(c.res.stop, st)
+	c.acted[a.GetId()] = actionStop
+}
+
 func newAllocStop(a *droverv1.Allocation, description string, clientStatus droverv1.AllocClientStatus) allocStop {
 	return allocStop{
 		alloc:        a,

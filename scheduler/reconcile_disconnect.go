@@ -43,16 +43,7 @@ func needsReconnect(a *droverv1.Allocation) bool {
 
 // lastUnknown returns when the allocation last became unknown: the oldest
 // entry of the trailing run of unknown entries, or 0.
-func lastUnknown(a *droverv1.Allocation) int64 {
-	var t int64
-	for s := range clientStatusesNewestFirst(a) {
-		if s.GetClientStatus() != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN {
-			break
-		}
-		t = s.GetTime()
-	}
-	return t
-}
+func lastUnknown(a *droverv1.Allocation) int64 { return a.UnknownSince() }
 
 // disconnectDeadline is when an unknown allocation of group becomes lost.
 func disconnectDeadline(a *droverv1.Allocation, group *droverv1.TaskGroup, now int64) int64 {
@@ -80,15 +71,7 @@ func disconnectExpired(a *droverv1.Allocation, group *droverv1.TaskGroup, now in
 
 // markUnknown records on a copy of an allocation that its node is
 // disconnected.
-func markUnknown(c *droverv1.Allocation, now int64) {
-	c.ClientStatus = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN
-	c.ClientDescription = allocUnknown
-	c.AllocStates = append(c.AllocStates, &droverv1.AllocState{
-		Field:        droverv1.AllocStateField_ALLOC_STATE_FIELD_CLIENT_STATUS,
-		ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN,
-		Time:         now,
-	})
-}
+func markUnknown(c *droverv1.Allocation, now int64) { c.MarkUnknown(now) }
 
 // markReconnected records on a copy of an allocation that it is back: an
 // entry with its current client status ends its need for reconnect

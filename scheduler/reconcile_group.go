@@ -34,6 +34,12 @@ type groupReconciler struct {
 	failed        []failedAlloc
 	lost          []*droverv1.Allocation
 	disconnecting []*droverv1.Allocation
+	// awaitingStop are lost allocations that may still run on their
+	// unreachable node until stop_after_client_disconnect has passed: they
+	// keep their place, and are replaced only then. stoppedLost are
+	// lost allocations stopped earlier whose wait is over.
+	awaitingStop []*droverv1.Allocation
+	stoppedLost  []*droverv1.Allocation
 }
 
 // failedAlloc is a failed allocation and what its reschedule policy says.
@@ -78,7 +84,10 @@ func (g *groupReconciler) classify(a *droverv1.Allocation) {
 		if g.batch && a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
 			g.done = append(g.done, a)
 		}
-		freeStoppedLost(g.ch, a, nodeGone(g.in.nodes[a.GetNodeId()]))
+		if freeStoppedLost(g.ch, a, nodeGone(g.in.nodes[a.GetNodeId()])) {
+			return
+		}
+		g.classifyStoppedLost(a)
 	case a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE:
 		// Finished batch work is done; a service that exits is replaced.
 		if g.batch {
@@ -86,7 +95,7 @@ func (g *groupReconciler) classify(a *droverv1.Allocation) {
 		}
 	case a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST:
 		if !g.links.replaced(a) {
-			g.lost = append(g.lost, a)
+			g.classifyLost(a)
 		}
 	case a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED:
 		g.classifyFailed(a)
@@ -100,7 +109,7 @@ func (g *groupReconciler) classifyLive(a *droverv1.Allocation) {
 	node := g.in.nodes[a.GetNodeId()]
 	switch {
 	case nodeGone(node):
-		g.lost = append(g.lost, a)
+		g.classifyLost(a)
 	case node.GetStatus() == droverv1.NodeStatus_NODE_STATUS_DISCONNECTED:
 		g.classifyDisconnected(a)
 	case disconnectExpired(a, g.group, g.in.now, g.in.evalID):
@@ -119,11 +128,11 @@ func (g *groupReconciler) classifyDisconnected(a *droverv1.Allocation) {
 	switch a.GetClientStatus() {
 	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
 	default:
-		g.lost = append(g.lost, a)
+		g.classifyLost(a)
 		return
 	}
 	if g.group.GetMaxClientDisconnect() <= 0 || disconnectExpired(a, g.group, g.in.now, g.in.evalID) {
-		g.lost = append(g.lost, a)
+		g.classifyLost(a)
 		return
 	}
 	markDisconnected(g.ch, g.later, a, g.group, g.in.now, g.followupPending)
@@ -177,7 +186,7 @@ func (g *groupReconciler) followupPending(id string) bool {
 
 // existing counts the allocations that count toward the group's count.
 func (g *groupReconciler) existing() int {
-	return len(g.untainted) + len(g.done) + len(g.migrate) + len(g.failed)
+	return len(g.untainted) + len(g.done) + len(g.migrate) + len(g.failed) + len(g.awaitingStop)
 }
 
 // scaleDown stops allocations beyond the group's count: failed ones first,
@@ -258,7 +267,7 @@ func (g *groupReconciler) replace() {
 	count := int(g.group.GetCount())
 	existing := g.existing()
 	names := newAllocNames(g.job.GetId(), g.group.GetName())
-	for _, set := range [][]*droverv1.Allocation{g.untainted, g.done, g.migrate} {
+	for _, set := range [][]*droverv1.Allocation{g.untainted, g.done, g.migrate, g.awaitingStop} {
 		for _, a := range set {
 			names.take(a.GetName())
 		}
@@ -276,6 +285,13 @@ func (g *groupReconciler) replace() {
 		}
 		g.ch.stop(a, allocLost, cs)
 		if existing < count && !g.links.replaced(a) {
+			existing++
+			names.take(a.GetName())
+			g.ch.place(placement{name: a.GetName(), group: g.group, previous: a, lost: true})
+		}
+	}
+	for _, a := range g.stoppedLost {
+		if existing < count {
 			existing++
 			names.take(a.GetName())
 			g.ch.place(placement{name: a.GetName(), group: g.group, previous: a, lost: true})

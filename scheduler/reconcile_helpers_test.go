@@ -357,7 +357,7 @@ func attrString(a *droverv1.Allocation) string {
 	s := a.GetId()
 	st := a.GetAllocStates()
 	switch {
-	case a.GetClientStatus() == csUnknown && a.GetClientDescription() == allocUnknown && needsReconnect(a):
+	case a.GetClientStatus() == csUnknown && a.GetClientDescription() == droverv1.ClientDescriptionUnknown && needsReconnect(a):
 		s += " unknown"
 	case len(st) >= 2 && !needsReconnect(a) && st[len(st)-2].GetClientStatus() == csUnknown:
 		s += " reconnected"

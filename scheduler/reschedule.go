@@ -197,8 +197,11 @@ func (f *followups) evals(job *droverv1.Job, evalID string, now int64) []*drover
 // followupEval builds a delayed evaluation of job, following up evalID.
 func followupEval(job *droverv1.Job, evalID string, trigger droverv1.EvalTrigger, waitUntil, now int64) *droverv1.Evaluation {
 	desc := "created to reschedule failed allocations after their delay"
-	if trigger == droverv1.EvalTrigger_EVAL_TRIGGER_MAX_DISCONNECT_TIMEOUT {
+	switch trigger {
+	case droverv1.EvalTrigger_EVAL_TRIGGER_MAX_DISCONNECT_TIMEOUT:
 		desc = "created to mark allocations lost when their disconnect window ends"
+	case droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP:
+		desc = "created to replace lost allocations once their agents have stopped them (stop_after_client_disconnect)"
 	}
 	return &droverv1.Evaluation{
 		Id:                uuid.NewString(),

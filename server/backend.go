@@ -74,5 +74,10 @@ func (s *Server) HeartbeatTTL() time.Duration {
 	return s.cfg.Heartbeat.TTL(s.state.NodeCount())
 }
 
+// ResetHeartbeat restarts a node's heartbeat timer on the leader.
+func (s *Server) ResetHeartbeat(nodeID string) (time.Duration, error) {
+	return s.heartbeats.Reset(nodeID)
+}
+
 // ShutdownCh is closed when the server begins to shut down.
 func (s *Server) ShutdownCh() <-chan struct{} { return s.shutdownCh }

@@ -13,6 +13,7 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/broker"
+	"github.com/droverhq/drover/server/gc"
 	"github.com/droverhq/drover/server/heartbeat"
 )
 
@@ -55,6 +56,9 @@ type Config struct {
 	// raft_multiplier does: higher values tolerate slow disks, loaded
 	// machines or long network stalls at the price of slower failover.
 	RaftMultiplier int
+	// HTTPAddr, if set, is where Prometheus metrics are served (/metrics);
+	// port 0 picks a free port. Empty turns HTTP off.
+	HTTPAddr string
 	// InfoFile, if set, is written (atomically, as JSON) with the server id
 	// and the bound addresses once the server is serving.
 	InfoFile string
@@ -86,6 +90,8 @@ type Config struct {
 	Autopilot AutopilotConfig
 	// Scheduler tunes the scheduler workers and the leader's eval broker.
 	Scheduler SchedulerConfig
+	// GC tunes the leader's garbage collection.
+	GC GCConfig
 	// TLS, when set, runs all of this server's traffic over mutual TLS: the
 	// gRPC listener, its calls to other servers and its own endpoint, and
 	// raft. Its certificate must be a server certificate (DNS SAN
@@ -108,6 +114,16 @@ type SchedulerConfig struct {
 	AllocCIDR netip.Prefix
 	// Broker tunes the leader's eval broker.
 	Broker broker.Config
+}
+
+// GCConfig tunes garbage collection on the leader.
+type GCConfig struct {
+	// Thresholds are the ages after which objects are collected.
+	Thresholds gc.Thresholds
+	// Interval is how often the leader collects (5m).
+	Interval time.Duration
+	// BatchSize bounds the ids deleted by one raft entry (1000).
+	BatchSize int
 }
 
 // MaxRaftMultiplier bounds RaftMultiplier: at 10 a failover already takes
@@ -174,6 +190,7 @@ func DefaultConfig() Config {
 			AllocCIDR:  DefaultAllocCIDR,
 			Broker:     broker.DefaultConfig(),
 		},
+		GC: GCConfig{Thresholds: gc.DefaultThresholds(), Interval: 5 * time.Minute, BatchSize: gc.DefaultBatchSize},
 	}
 }
 
@@ -203,6 +220,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Heartbeat.MinTTL <= 0 {
 		errs = append(errs, errors.New("heartbeat min TTL: must be positive"))
+	}
+	if err := c.Heartbeat.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("heartbeat: %w", err))
+	}
+	if c.GC.Interval <= 0 || c.GC.BatchSize <= 0 {
+		errs = append(errs, errors.New("gc: interval and batch size must be positive"))
 	}
 	if c.ApplyTimeout <= 0 {
 		errs = append(errs, errors.New("apply timeout: must be positive"))

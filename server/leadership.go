@@ -19,8 +19,8 @@ const barrierTimeout = time.Minute
 // over after a leadership transfer.
 const handOffWait = 3 * time.Second
 
-// LeaderDuty is one component that runs only on the leader: autopilot now,
-// and the eval broker, plan applier, heartbeat timers and GC as they come.
+// LeaderDuty is one component that runs only on the leader: autopilot, the
+// eval broker and plan applier, heartbeat timers, GC and the drainer.
 // Duties are registered once, before the server starts, and run in
 // registration order; they stop in reverse order.
 type LeaderDuty struct {
@@ -183,8 +183,8 @@ func (s *Server) Leader() rpc.Leader {
 func (s *Server) LeaderChanged() <-chan struct{} { return s.leader.changedCh() }
 
 // leaderDuties lists the leader-only components in the order they start.
-// Later components (eval broker, plan applier, heartbeat timers, GC) are
-// added here. The leader's own server record needs no duty: every server's
+// Heartbeat timers start after scheduling, so that the evaluations of the
+// first nodes they mark find the broker enabled. The leader's own server record needs no duty: every server's
 // announce loop (join.go) writes it once a leader is ready.
 func (s *Server) leaderDuties() []LeaderDuty {
 	return []LeaderDuty{
@@ -197,6 +197,9 @@ func (s *Server) leaderDuties() []LeaderDuty {
 		}, Stop: s.autopilot.Stop},
 		s.sched.duty(),
 		(&leaderWorkerShare{s: s}).duty(),
+		s.heartbeats.duty(),
+		s.gc.duty(),
+		(&drainer{s: s}).duty(),
 	}
 }
 

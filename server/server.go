@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/droverhq/drover/fsm"
 	"github.com/droverhq/drover/fsm/events"
@@ -40,6 +41,8 @@ type Server struct {
 	rpc      *rpc.Server
 	listener net.Listener
 	rpcAddr  string
+	metrics  *prometheus.Registry
+	http     *httpServer
 	security transportSecurity
 
 	// established is set while this server is leader and has applied every
@@ -48,6 +51,8 @@ type Server struct {
 	leader      *leadership
 	autopilot   *autopilot.Autopilot
 	sched       *scheduling
+	heartbeats  *heartbeats
+	gc          *garbageCollector
 	workers     *workerPool
 	peers       *peers
 	forming     forming
@@ -112,6 +117,8 @@ func New(cfg Config) (s *Server, err error) {
 	s.rpcAddr = advertised(s.listener.Addr().String(), cfg.AdvertiseHost)
 
 	s.sched = newScheduling(s)
+	s.heartbeats = newHeartbeats(s)
+	s.gc = &garbageCollector{s: s}
 	machine := fsm.New(s.state, s.events, s.logger.With("component", "fsm"))
 	machine.SetHooks(s.sched)
 
@@ -147,12 +154,17 @@ func New(cfg Config) (s *Server, err error) {
 		UpdateAllocBatchInterval: cfg.UpdateAllocBatchInterval,
 		LeaderHoldTimeout:        cfg.LeaderHoldTimeout,
 		Scheduling:               &schedulingService{sc: s.sched, workers: s.workers},
+		Collector:                s.gc,
 		Credentials:              s.security.listen,
 		PeerCredentials:          s.security.dial,
 		RequireServerIdentity:    s.security.requireServer,
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
+	s.metrics = s.newRegistry()
+	if s.http, err = s.startHTTP(); err != nil {
+		return nil, err
+	}
 	s.start()
 	s.startClustering()
 	if err := s.writeInfoFile(); err != nil {
@@ -201,6 +213,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			timeout = DefaultConfig().ShutdownTimeout
 		}
 		stopCtx, cancel := context.WithTimeout(ctx, timeout)
+		s.http.stop(stopCtx)
 		s.rpc.Stop(stopCtx)
 		cancel()
 		var errs []error
@@ -289,13 +302,15 @@ type Info struct {
 	RaftAddr string `json:"raft_addr"`
 	DataDir  string `json:"data_dir"`
 	PID      int    `json:"pid"`
+	// HTTPAddr is the metrics endpoint, when served.
+	HTTPAddr string `json:"http_addr,omitempty"`
 }
 
 func (s *Server) writeInfoFile() error {
 	if s.cfg.InfoFile == "" {
 		return nil
 	}
-	data, err := json.Marshal(Info{ServerID: s.id, RPCAddr: s.rpcAddr, RaftAddr: s.RaftAddr(), DataDir: s.dataDir, PID: os.Getpid()})
+	data, err := json.Marshal(Info{ServerID: s.id, RPCAddr: s.rpcAddr, RaftAddr: s.RaftAddr(), DataDir: s.dataDir, PID: os.Getpid(), HTTPAddr: s.HTTPAddr()})
 	if err != nil {
 		return err
 	}

@@ -57,10 +57,28 @@ type setChange struct {
 type setChanges struct {
 	table   string
 	changes map[string]*setChange
+	// ownerExists reports whether the node or job a row belongs to still
+	// exists; an empty row of a deleted owner is dropped, not written.
+	ownerExists func(tx *txn, key string) bool
 }
 
-func newSetChanges(table string) *setChanges {
-	return &setChanges{table: table, changes: make(map[string]*setChange)}
+func newSetChanges(table string, ownerExists func(tx *txn, key string) bool) *setChanges {
+	return &setChanges{table: table, changes: make(map[string]*setChange), ownerExists: ownerExists}
+}
+
+// peek returns the allocations of a set as the transaction leaves them so
+// far, without recording a change of the set.
+func (c *setChanges) peek(tx *txn, key string) []*droverv1.Allocation {
+	if ch, ok := c.changes[key]; ok {
+		return currentAllocs(ch)
+	}
+	_, obj, err := tx.db.FirstWatch(c.table, indexID, key)
+	mustRead(err, c.table, indexID)
+	set, _ := obj.(*allocSet)
+	if set == nil {
+		return nil
+	}
+	return set.allocs
 }
 
 func (c *setChanges) get(tx *txn, key string) *setChange {
@@ -81,6 +99,14 @@ func (c *setChanges) flush(tx *txn) map[string]*allocSet {
 	for _, key := range sortedKeys(c.changes) {
 		ch := c.changes[key]
 		row := ch.apply(key, tx.index)
+		if len(row.allocs) == 0 && !c.ownerExists(tx, key) {
+			if ch.old != nil {
+				if err := tx.db.Delete(c.table, ch.old); err != nil {
+					panic("state: delete from " + c.table + ": " + err.Error())
+				}
+			}
+			continue
+		}
 		if err := tx.db.Insert(c.table, row); err != nil {
 			panic("state: write " + c.table + ": " + err.Error())
 		}

@@ -99,26 +99,49 @@ func (tx *txn) updateNodeStatus(e *droverv1.NodeStatusEntry) error {
 	n.Status = e.GetStatus()
 	n.StatusDescription = e.GetStatusDescription()
 	n.StatusUpdatedAt = e.GetUpdatedAt()
-	n.ModifyIndex = tx.index
 	switch {
 	case !old.GetStatus().IsUnresponsive() && n.Status.IsUnresponsive():
 		n.LastMissedHeartbeatIndex = tx.index
 	case n.Status == droverv1.NodeStatus_NODE_STATUS_READY:
 		n.LastMissedHeartbeatIndex = 0
 	}
-	if ev := e.GetEvent(); ev != nil {
-		ev.CreateIndex = tx.index
-		n.Events = appendNodeEvent(n.Events, ev)
-	}
+	tx.recordNodeEvent(n, e.GetEvent())
 	if err := tx.insert(TableNodes, n); err != nil {
 		return err
 	}
-	for _, ev := range e.GetEvals() {
-		if ev.GetNodeId() == n.GetId() {
-			ev.NodeModifyIndex = tx.index
+	if n.Status == droverv1.NodeStatus_NODE_STATUS_DISCONNECTED && old.GetStatus() != n.Status {
+		if err := tx.markAllocsUnknown(n.GetId(), e.GetUpdatedAt()); err != nil {
+			return err
 		}
 	}
-	return tx.upsertEvals(e.GetEvals())
+	return tx.upsertNodeEvals(n, e.GetEvals())
+}
+
+// markAllocsUnknown records, in the same write that disconnects a node,
+// that its allocations which may outlive the disconnect are unknown. The
+// AllocState entry is what later marks them as needing reconnect handling,
+// whatever order the agent's calls arrive in when it returns. Allocations
+// that cannot outlive it are left to the scheduler, which finds them lost.
+func (tx *txn) markAllocsUnknown(nodeID string, now int64) error {
+	set := get[*allocSet](tx, tableNodeAllocs, nodeID)
+	if set == nil {
+		return nil
+	}
+	for _, a := range set.allocs {
+		if !a.Disconnectable(tx.jobVersion(a.GetJobId(), a.GetJobVersion())) {
+			continue
+		}
+		c := a.CloneVT()
+		c.MarkUnknown(now)
+		c.ModifyIndex = tx.index
+		c.AllocModifyIndex = tx.index
+		c.ModifyTime = now
+		if err := tx.insert(TableAllocs, c); err != nil {
+			return err
+		}
+		tx.trackAlloc(a, c, true)
+	}
+	return nil
 }
 
 // appendNodeEvent adds ev, dropping the oldest events beyond the bound.

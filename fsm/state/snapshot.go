@@ -51,7 +51,9 @@ func (s *Snapshot) TableIndexes() iter.Seq2[string, uint64] {
 func first[T any](s *Snapshot, table, index string, args ...any) T {
 	var zero T
 	watch, obj, err := s.txn.FirstWatch(table, index, args...)
-	if errors.Is(err, errInvalidKey) {
+	// go-memdb wraps indexer errors with %v, which drops the chain, so a
+	// malformed key (a node id prefix, say) is recognised by its text.
+	if err != nil && (errors.Is(err, errInvalidKey) || strings.Contains(err.Error(), errInvalidKey.Error())) {
 		return zero
 	}
 	mustRead(err, table, index)
@@ -340,4 +342,9 @@ func (s *Snapshot) JobRequestResult(requestID string) *droverv1.JobRequestResult
 // order.
 func (s *Snapshot) JobRequestResults() iter.Seq[*droverv1.JobRequestResult] {
 	return all[*droverv1.JobRequestResult](s, TableJobRequests, indexID)
+}
+
+// ListNodes returns one page of nodes.
+func (s *Snapshot) ListNodes(p Page) ([]*droverv1.Node, string) {
+	return listUUID(s, TableNodes, (*droverv1.Node).GetId, p)
 }

@@ -34,8 +34,8 @@ func newTxn(db *memdb.MemDB, index uint64) *txn {
 		db:       db.Txn(true),
 		index:    index,
 		tables:   make(map[string]struct{}),
-		nodeSets: newSetChanges(tableNodeAllocs),
-		jobSets:  newSetChanges(tableJobAllocs),
+		nodeSets: newSetChanges(tableNodeAllocs, func(tx *txn, id string) bool { return tx.node(id) != nil }),
+		jobSets:  newSetChanges(tableJobAllocs, func(tx *txn, id string) bool { return tx.job(id) != nil }),
 		ipBlocks: make(ipChanges),
 	}
 }

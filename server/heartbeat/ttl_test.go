@@ -26,3 +26,37 @@ func TestTTL(t *testing.T) {
 		}
 	}
 }
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  func(*Config)
+		wantErr bool
+	}{
+		{"defaults", func(*Config) {}, false},
+		{"guard disabled with zero rate and window", func(c *Config) {
+			c.MassFailureFraction, c.ThrottledMarkRate, c.MassFailureWindow = 0, 0, 0
+		}, false},
+		{"fraction of one", func(c *Config) { c.MassFailureFraction = 1 }, false},
+		{"negative min TTL", func(c *Config) { c.MinTTL = -time.Second }, true},
+		{"negative max per second", func(c *Config) { c.MaxPerSecond = -1 }, true},
+		{"negative grace", func(c *Config) { c.Grace = -time.Second }, true},
+		{"negative failover TTL", func(c *Config) { c.FailoverTTL = -time.Second }, true},
+		{"negative fraction", func(c *Config) { c.MassFailureFraction = -0.1 }, true},
+		{"fraction above one", func(c *Config) { c.MassFailureFraction = 1.5 }, true},
+		{"negative window", func(c *Config) { c.MassFailureWindow = -time.Second }, true},
+		{"negative min nodes", func(c *Config) { c.MassFailureMinNodes = -1 }, true},
+		{"negative rate", func(c *Config) { c.ThrottledMarkRate = -1 }, true},
+		{"zero rate with guard", func(c *Config) { c.ThrottledMarkRate = 0 }, true},
+		{"zero window with guard", func(c *Config) { c.MassFailureWindow = 0 }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tt.change(&cfg)
+			if err := cfg.Validate(); (err != nil) != tt.wantErr {
+				t.Fatalf("Validate() = %v, want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}

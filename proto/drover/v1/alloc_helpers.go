@@ -45,3 +45,50 @@ func (a *Allocation) ServerTerminal() bool {
 func (a *Allocation) Terminal() bool {
 	return a.ServerTerminal() || a.ClientTerminal()
 }
+
+// ClientDescriptionUnknown explains an allocation whose node disconnected.
+const ClientDescriptionUnknown = "alloc is unknown since its node is disconnected"
+
+// MarkUnknown records on a copy of an allocation that its node is
+// disconnected: client status unknown, with an AllocState entry at now, so
+// that the reconnect can be recognised later (DESIGN 6).
+func (a *Allocation) MarkUnknown(now int64) {
+	a.ClientStatus = AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN
+	a.ClientDescription = ClientDescriptionUnknown
+	a.AllocStates = append(a.AllocStates, &AllocState{
+		Field:        AllocStateField_ALLOC_STATE_FIELD_CLIENT_STATUS,
+		ClientStatus: AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN,
+		Time:         now,
+	})
+}
+
+// Disconnectable reports whether the allocation may outlive a disconnect
+// of its node as unknown rather than lost: it is wanted running, its agent
+// reported it running, and its group (in job, the version it runs) sets
+// max_client_disconnect.
+func (a *Allocation) Disconnectable(job *Job) bool {
+	if a.Terminal() || a.GetClientStatus() != AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
+		return false
+	}
+	return job.LookupTaskGroup(a.GetTaskGroup()).GetMaxClientDisconnect() > 0
+}
+
+// UnknownSince returns when the allocation last became unknown: the time
+// of the oldest entry in the trailing run of client-status entries that
+// say unknown, or 0 if its last client-status entry says otherwise.
+func (a *Allocation) UnknownSince() int64 {
+	var since int64
+	states := a.GetAllocStates()
+	for i := len(states) - 1; i >= 0; i-- {
+		s := states[i]
+		if s.GetField() != AllocStateField_ALLOC_STATE_FIELD_CLIENT_STATUS ||
+			s.GetClientStatus() == AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED {
+			continue
+		}
+		if s.GetClientStatus() != AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN {
+			break
+		}
+		since = s.GetTime()
+	}
+	return since
+}

@@ -11,15 +11,18 @@ type MessageType uint8
 // IgnoreUnknownTypeFlag may be skipped by a server that does not know them,
 // so new optional entry kinds can be rolled out one server at a time.
 const (
-	MessageTypeNodeRegister      MessageType = 1 // NodeRegisterEntry
-	MessageTypeNodeStatus        MessageType = 2 // NodeStatusEntry
-	MessageTypeAllocClientUpdate MessageType = 3 // AllocClientUpdateEntry
-	MessageTypeJobRegister       MessageType = 4 // JobRegisterEntry
-	MessageTypeJobDeregister     MessageType = 5 // JobDeregisterEntry
-	MessageTypeEvalUpdate        MessageType = 6 // EvalUpdateEntry
-	MessageTypePlanResult        MessageType = 7 // PlanResultEntry
-	MessageTypeServerUpsert      MessageType = 8 // ServerUpsertEntry
-	MessageTypeServerRemove      MessageType = 9 // ServerRemoveEntry
+	MessageTypeNodeRegister      MessageType = 1  // NodeRegisterEntry
+	MessageTypeNodeStatus        MessageType = 2  // NodeStatusEntry
+	MessageTypeAllocClientUpdate MessageType = 3  // AllocClientUpdateEntry
+	MessageTypeJobRegister       MessageType = 4  // JobRegisterEntry
+	MessageTypeJobDeregister     MessageType = 5  // JobDeregisterEntry
+	MessageTypeEvalUpdate        MessageType = 6  // EvalUpdateEntry
+	MessageTypePlanResult        MessageType = 7  // PlanResultEntry
+	MessageTypeServerUpsert      MessageType = 8  // ServerUpsertEntry
+	MessageTypeServerRemove      MessageType = 9  // ServerRemoveEntry
+	MessageTypeNodeEligibility   MessageType = 10 // NodeEligibilityEntry
+	MessageTypeNodeDrain         MessageType = 11 // NodeDrainEntry
+	MessageTypeGC                MessageType = 12 // GCEntry
 
 	// IgnoreUnknownTypeFlag is set on message types that older servers may
 	// skip when they do not know them.
@@ -50,6 +53,12 @@ func (t MessageType) String() string {
 		return "ServerUpsert"
 	case MessageTypeServerRemove:
 		return "ServerRemove"
+	case MessageTypeNodeEligibility:
+		return "NodeEligibility"
+	case MessageTypeNodeDrain:
+		return "NodeDrain"
+	case MessageTypeGC:
+		return "GC"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }

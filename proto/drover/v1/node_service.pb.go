@@ -545,11 +545,484 @@ func (x *GetAllocsResponse) GetIndex() uint64 {
 	return 0
 }
 
+// GetNodeRequest names a node by id or unique id prefix.
+type GetNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Query         *QueryOptions          `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeRequest) Reset() {
+	*x = GetNodeRequest{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeRequest) ProtoMessage() {}
+
+func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
+func (*GetNodeRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *GetNodeRequest) GetQuery() *QueryOptions {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+// GetNodeResponse carries the node and its allocations.
+type GetNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Allocs        []*Allocation          `protobuf:"bytes,2,rep,name=allocs,proto3" json:"allocs,omitempty"`
+	Meta          *QueryMeta             `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeResponse) Reset() {
+	*x = GetNodeResponse{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeResponse) ProtoMessage() {}
+
+func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
+func (*GetNodeResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetNodeResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *GetNodeResponse) GetAllocs() []*Allocation {
+	if x != nil {
+		return x.Allocs
+	}
+	return nil
+}
+
+func (x *GetNodeResponse) GetMeta() *QueryMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+// ListNodesRequest selects a page of nodes.
+type ListNodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Page          *PageOptions           `protobuf:"bytes,1,opt,name=page,proto3" json:"page,omitempty"`
+	Query         *QueryOptions          `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesRequest) Reset() {
+	*x = ListNodesRequest{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesRequest) ProtoMessage() {}
+
+func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
+func (*ListNodesRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListNodesRequest) GetPage() *PageOptions {
+	if x != nil {
+		return x.Page
+	}
+	return nil
+}
+
+func (x *ListNodesRequest) GetQuery() *QueryOptions {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+// ListNodesResponse is one page of nodes, secrets removed.
+type ListNodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*Node                `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Pass as page.next_token for the next page; empty on the last.
+	NextToken     string     `protobuf:"bytes,2,opt,name=next_token,json=nextToken,proto3" json:"next_token,omitempty"`
+	Meta          *QueryMeta `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesResponse) Reset() {
+	*x = ListNodesResponse{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesResponse) ProtoMessage() {}
+
+func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
+func (*ListNodesResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListNodesResponse) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ListNodesResponse) GetNextToken() string {
+	if x != nil {
+		return x.NextToken
+	}
+	return ""
+}
+
+func (x *ListNodesResponse) GetMeta() *QueryMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+// UpdateNodeEligibilityRequest sets a node's scheduling eligibility.
+type UpdateNodeEligibilityRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// ELIGIBLE or INELIGIBLE.
+	Eligibility   SchedulingEligibility `protobuf:"varint,2,opt,name=eligibility,proto3,enum=drover.v1.SchedulingEligibility" json:"eligibility,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNodeEligibilityRequest) Reset() {
+	*x = UpdateNodeEligibilityRequest{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNodeEligibilityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNodeEligibilityRequest) ProtoMessage() {}
+
+func (x *UpdateNodeEligibilityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNodeEligibilityRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNodeEligibilityRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *UpdateNodeEligibilityRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *UpdateNodeEligibilityRequest) GetEligibility() SchedulingEligibility {
+	if x != nil {
+		return x.Eligibility
+	}
+	return SchedulingEligibility_SCHEDULING_ELIGIBILITY_UNSPECIFIED
+}
+
+// UpdateNodeEligibilityResponse reports the write.
+type UpdateNodeEligibilityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Raft index of the change; zero when the node already had it.
+	Index         uint64   `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	EvalIds       []string `protobuf:"bytes,2,rep,name=eval_ids,json=evalIds,proto3" json:"eval_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNodeEligibilityResponse) Reset() {
+	*x = UpdateNodeEligibilityResponse{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNodeEligibilityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNodeEligibilityResponse) ProtoMessage() {}
+
+func (x *UpdateNodeEligibilityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNodeEligibilityResponse.ProtoReflect.Descriptor instead.
+func (*UpdateNodeEligibilityResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UpdateNodeEligibilityResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *UpdateNodeEligibilityResponse) GetEvalIds() []string {
+	if x != nil {
+		return x.EvalIds
+	}
+	return nil
+}
+
+// UpdateNodeDrainRequest starts or ends a drain.
+type UpdateNodeDrainRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// True starts a drain, false ends one.
+	Enable bool `protobuf:"varint,2,opt,name=enable,proto3" json:"enable,omitempty"`
+	// With enable: nanoseconds after which the drain is over even if
+	// allocations remain; zero means no deadline.
+	Deadline int64 `protobuf:"varint,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// With enable: leave system jobs' allocations on the node.
+	IgnoreSystemJobs bool `protobuf:"varint,4,opt,name=ignore_system_jobs,json=ignoreSystemJobs,proto3" json:"ignore_system_jobs,omitempty"`
+	// Without enable: make the node eligible again.
+	MarkEligible  bool `protobuf:"varint,5,opt,name=mark_eligible,json=markEligible,proto3" json:"mark_eligible,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNodeDrainRequest) Reset() {
+	*x = UpdateNodeDrainRequest{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNodeDrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNodeDrainRequest) ProtoMessage() {}
+
+func (x *UpdateNodeDrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNodeDrainRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNodeDrainRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UpdateNodeDrainRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *UpdateNodeDrainRequest) GetEnable() bool {
+	if x != nil {
+		return x.Enable
+	}
+	return false
+}
+
+func (x *UpdateNodeDrainRequest) GetDeadline() int64 {
+	if x != nil {
+		return x.Deadline
+	}
+	return 0
+}
+
+func (x *UpdateNodeDrainRequest) GetIgnoreSystemJobs() bool {
+	if x != nil {
+		return x.IgnoreSystemJobs
+	}
+	return false
+}
+
+func (x *UpdateNodeDrainRequest) GetMarkEligible() bool {
+	if x != nil {
+		return x.MarkEligible
+	}
+	return false
+}
+
+// UpdateNodeDrainResponse reports the write.
+type UpdateNodeDrainResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Raft index of the change; zero when nothing changed.
+	Index         uint64   `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	EvalIds       []string `protobuf:"bytes,2,rep,name=eval_ids,json=evalIds,proto3" json:"eval_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNodeDrainResponse) Reset() {
+	*x = UpdateNodeDrainResponse{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNodeDrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNodeDrainResponse) ProtoMessage() {}
+
+func (x *UpdateNodeDrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNodeDrainResponse.ProtoReflect.Descriptor instead.
+func (*UpdateNodeDrainResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UpdateNodeDrainResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *UpdateNodeDrainResponse) GetEvalIds() []string {
+	if x != nil {
+		return x.EvalIds
+	}
+	return nil
+}
+
 var File_drover_v1_node_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cdrover/v1/node_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\":\n" +
+	"\x1cdrover/v1/node_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\x1a\x15drover/v1/query.proto\":\n" +
 	"\x13RegisterNodeRequest\x12#\n" +
 	"\x04node\x18\x01 \x01(\v2\x0f.drover.v1.NodeR\x04node\"\xf3\x01\n" +
 	"\x14RegisterNodeResponse\x12#\n" +
@@ -583,12 +1056,46 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\x11GetAllocsResponse\x12-\n" +
 	"\x06allocs\x18\x01 \x03(\v2\x15.drover.v1.AllocationR\x06allocs\x12\"\n" +
 	"\x04jobs\x18\x02 \x03(\v2\x0e.drover.v1.JobR\x04jobs\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index2\xc9\x02\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"X\n" +
+	"\x0eGetNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12-\n" +
+	"\x05query\x18\x02 \x01(\v2\x17.drover.v1.QueryOptionsR\x05query\"\x8f\x01\n" +
+	"\x0fGetNodeResponse\x12#\n" +
+	"\x04node\x18\x01 \x01(\v2\x0f.drover.v1.NodeR\x04node\x12-\n" +
+	"\x06allocs\x18\x02 \x03(\v2\x15.drover.v1.AllocationR\x06allocs\x12(\n" +
+	"\x04meta\x18\x03 \x01(\v2\x14.drover.v1.QueryMetaR\x04meta\"m\n" +
+	"\x10ListNodesRequest\x12*\n" +
+	"\x04page\x18\x01 \x01(\v2\x16.drover.v1.PageOptionsR\x04page\x12-\n" +
+	"\x05query\x18\x02 \x01(\v2\x17.drover.v1.QueryOptionsR\x05query\"\x83\x01\n" +
+	"\x11ListNodesResponse\x12%\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x0f.drover.v1.NodeR\x05nodes\x12\x1d\n" +
+	"\n" +
+	"next_token\x18\x02 \x01(\tR\tnextToken\x12(\n" +
+	"\x04meta\x18\x03 \x01(\v2\x14.drover.v1.QueryMetaR\x04meta\"{\n" +
+	"\x1cUpdateNodeEligibilityRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12B\n" +
+	"\veligibility\x18\x02 \x01(\x0e2 .drover.v1.SchedulingEligibilityR\veligibility\"P\n" +
+	"\x1dUpdateNodeEligibilityResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x19\n" +
+	"\beval_ids\x18\x02 \x03(\tR\aevalIds\"\xb8\x01\n" +
+	"\x16UpdateNodeDrainRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06enable\x18\x02 \x01(\bR\x06enable\x12\x1a\n" +
+	"\bdeadline\x18\x03 \x01(\x03R\bdeadline\x12,\n" +
+	"\x12ignore_system_jobs\x18\x04 \x01(\bR\x10ignoreSystemJobs\x12#\n" +
+	"\rmark_eligible\x18\x05 \x01(\bR\fmarkEligible\"J\n" +
+	"\x17UpdateNodeDrainResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x19\n" +
+	"\beval_ids\x18\x02 \x03(\tR\aevalIds2\x88\x05\n" +
 	"\vNodeService\x12K\n" +
 	"\bRegister\x12\x1e.drover.v1.RegisterNodeRequest\x1a\x1f.drover.v1.RegisterNodeResponse\x12W\n" +
 	"\fUpdateStatus\x12\".drover.v1.UpdateNodeStatusRequest\x1a#.drover.v1.UpdateNodeStatusResponse\x12L\n" +
 	"\vUpdateAlloc\x12\x1d.drover.v1.UpdateAllocRequest\x1a\x1e.drover.v1.UpdateAllocResponse\x12F\n" +
-	"\tGetAllocs\x12\x1b.drover.v1.GetAllocsRequest\x1a\x1c.drover.v1.GetAllocsResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\tGetAllocs\x12\x1b.drover.v1.GetAllocsRequest\x1a\x1c.drover.v1.GetAllocsResponse\x12<\n" +
+	"\x03Get\x12\x19.drover.v1.GetNodeRequest\x1a\x1a.drover.v1.GetNodeResponse\x12A\n" +
+	"\x04List\x12\x1b.drover.v1.ListNodesRequest\x1a\x1c.drover.v1.ListNodesResponse\x12f\n" +
+	"\x11UpdateEligibility\x12'.drover.v1.UpdateNodeEligibilityRequest\x1a(.drover.v1.UpdateNodeEligibilityResponse\x12T\n" +
+	"\vUpdateDrain\x12!.drover.v1.UpdateNodeDrainRequest\x1a\".drover.v1.UpdateNodeDrainResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_node_service_proto_rawDescOnce sync.Once
@@ -602,45 +1109,73 @@ func file_drover_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_node_service_proto_rawDescData
 }
 
-var file_drover_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_drover_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_drover_v1_node_service_proto_goTypes = []any{
-	(*RegisterNodeRequest)(nil),      // 0: drover.v1.RegisterNodeRequest
-	(*RegisterNodeResponse)(nil),     // 1: drover.v1.RegisterNodeResponse
-	(*UpdateNodeStatusRequest)(nil),  // 2: drover.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil), // 3: drover.v1.UpdateNodeStatusResponse
-	(*UpdateAllocRequest)(nil),       // 4: drover.v1.UpdateAllocRequest
-	(*UpdateAllocResponse)(nil),      // 5: drover.v1.UpdateAllocResponse
-	(*GetAllocsRequest)(nil),         // 6: drover.v1.GetAllocsRequest
-	(*GetAllocsResponse)(nil),        // 7: drover.v1.GetAllocsResponse
-	(*Node)(nil),                     // 8: drover.v1.Node
-	(NodeStatus)(0),                  // 9: drover.v1.NodeStatus
-	(SchedulingEligibility)(0),       // 10: drover.v1.SchedulingEligibility
-	(*AllocClientUpdate)(nil),        // 11: drover.v1.AllocClientUpdate
-	(*Allocation)(nil),               // 12: drover.v1.Allocation
-	(*Job)(nil),                      // 13: drover.v1.Job
+	(*RegisterNodeRequest)(nil),           // 0: drover.v1.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),          // 1: drover.v1.RegisterNodeResponse
+	(*UpdateNodeStatusRequest)(nil),       // 2: drover.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),      // 3: drover.v1.UpdateNodeStatusResponse
+	(*UpdateAllocRequest)(nil),            // 4: drover.v1.UpdateAllocRequest
+	(*UpdateAllocResponse)(nil),           // 5: drover.v1.UpdateAllocResponse
+	(*GetAllocsRequest)(nil),              // 6: drover.v1.GetAllocsRequest
+	(*GetAllocsResponse)(nil),             // 7: drover.v1.GetAllocsResponse
+	(*GetNodeRequest)(nil),                // 8: drover.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),               // 9: drover.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),              // 10: drover.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 11: drover.v1.ListNodesResponse
+	(*UpdateNodeEligibilityRequest)(nil),  // 12: drover.v1.UpdateNodeEligibilityRequest
+	(*UpdateNodeEligibilityResponse)(nil), // 13: drover.v1.UpdateNodeEligibilityResponse
+	(*UpdateNodeDrainRequest)(nil),        // 14: drover.v1.UpdateNodeDrainRequest
+	(*UpdateNodeDrainResponse)(nil),       // 15: drover.v1.UpdateNodeDrainResponse
+	(*Node)(nil),                          // 16: drover.v1.Node
+	(NodeStatus)(0),                       // 17: drover.v1.NodeStatus
+	(SchedulingEligibility)(0),            // 18: drover.v1.SchedulingEligibility
+	(*AllocClientUpdate)(nil),             // 19: drover.v1.AllocClientUpdate
+	(*Allocation)(nil),                    // 20: drover.v1.Allocation
+	(*Job)(nil),                           // 21: drover.v1.Job
+	(*QueryOptions)(nil),                  // 22: drover.v1.QueryOptions
+	(*QueryMeta)(nil),                     // 23: drover.v1.QueryMeta
+	(*PageOptions)(nil),                   // 24: drover.v1.PageOptions
 }
 var file_drover_v1_node_service_proto_depIdxs = []int32{
-	8,  // 0: drover.v1.RegisterNodeRequest.node:type_name -> drover.v1.Node
-	9,  // 1: drover.v1.RegisterNodeResponse.status:type_name -> drover.v1.NodeStatus
-	10, // 2: drover.v1.RegisterNodeResponse.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
-	9,  // 3: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
-	9,  // 4: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
-	11, // 5: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
-	12, // 6: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
-	13, // 7: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
-	0,  // 8: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
-	2,  // 9: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
-	4,  // 10: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
-	6,  // 11: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
-	1,  // 12: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
-	3,  // 13: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
-	5,  // 14: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
-	7,  // 15: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	16, // 0: drover.v1.RegisterNodeRequest.node:type_name -> drover.v1.Node
+	17, // 1: drover.v1.RegisterNodeResponse.status:type_name -> drover.v1.NodeStatus
+	18, // 2: drover.v1.RegisterNodeResponse.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
+	17, // 3: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
+	17, // 4: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
+	19, // 5: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
+	20, // 6: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
+	21, // 7: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
+	22, // 8: drover.v1.GetNodeRequest.query:type_name -> drover.v1.QueryOptions
+	16, // 9: drover.v1.GetNodeResponse.node:type_name -> drover.v1.Node
+	20, // 10: drover.v1.GetNodeResponse.allocs:type_name -> drover.v1.Allocation
+	23, // 11: drover.v1.GetNodeResponse.meta:type_name -> drover.v1.QueryMeta
+	24, // 12: drover.v1.ListNodesRequest.page:type_name -> drover.v1.PageOptions
+	22, // 13: drover.v1.ListNodesRequest.query:type_name -> drover.v1.QueryOptions
+	16, // 14: drover.v1.ListNodesResponse.nodes:type_name -> drover.v1.Node
+	23, // 15: drover.v1.ListNodesResponse.meta:type_name -> drover.v1.QueryMeta
+	18, // 16: drover.v1.UpdateNodeEligibilityRequest.eligibility:type_name -> drover.v1.SchedulingEligibility
+	0,  // 17: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
+	2,  // 18: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
+	4,  // 19: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
+	6,  // 20: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
+	8,  // 21: drover.v1.NodeService.Get:input_type -> drover.v1.GetNodeRequest
+	10, // 22: drover.v1.NodeService.List:input_type -> drover.v1.ListNodesRequest
+	12, // 23: drover.v1.NodeService.UpdateEligibility:input_type -> drover.v1.UpdateNodeEligibilityRequest
+	14, // 24: drover.v1.NodeService.UpdateDrain:input_type -> drover.v1.UpdateNodeDrainRequest
+	1,  // 25: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
+	3,  // 26: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
+	5,  // 27: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
+	7,  // 28: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
+	9,  // 29: drover.v1.NodeService.Get:output_type -> drover.v1.GetNodeResponse
+	11, // 30: drover.v1.NodeService.List:output_type -> drover.v1.ListNodesResponse
+	13, // 31: drover.v1.NodeService.UpdateEligibility:output_type -> drover.v1.UpdateNodeEligibilityResponse
+	15, // 32: drover.v1.NodeService.UpdateDrain:output_type -> drover.v1.UpdateNodeDrainResponse
+	25, // [25:33] is the sub-list for method output_type
+	17, // [17:25] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_node_service_proto_init() }
@@ -651,13 +1186,14 @@ func file_drover_v1_node_service_proto_init() {
 	file_drover_v1_allocation_proto_init()
 	file_drover_v1_job_proto_init()
 	file_drover_v1_node_proto_init()
+	file_drover_v1_query_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_node_service_proto_rawDesc), len(file_drover_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NodeService_Register_FullMethodName     = "/drover.v1.NodeService/Register"
-	NodeService_UpdateStatus_FullMethodName = "/drover.v1.NodeService/UpdateStatus"
-	NodeService_UpdateAlloc_FullMethodName  = "/drover.v1.NodeService/UpdateAlloc"
-	NodeService_GetAllocs_FullMethodName    = "/drover.v1.NodeService/GetAllocs"
+	NodeService_Register_FullMethodName          = "/drover.v1.NodeService/Register"
+	NodeService_UpdateStatus_FullMethodName      = "/drover.v1.NodeService/UpdateStatus"
+	NodeService_UpdateAlloc_FullMethodName       = "/drover.v1.NodeService/UpdateAlloc"
+	NodeService_GetAllocs_FullMethodName         = "/drover.v1.NodeService/GetAllocs"
+	NodeService_Get_FullMethodName               = "/drover.v1.NodeService/Get"
+	NodeService_List_FullMethodName              = "/drover.v1.NodeService/List"
+	NodeService_UpdateEligibility_FullMethodName = "/drover.v1.NodeService/UpdateEligibility"
+	NodeService_UpdateDrain_FullMethodName       = "/drover.v1.NodeService/UpdateDrain"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -52,6 +56,18 @@ type NodeServiceClient interface {
 	// GetAllocs returns the node's allocations. With min_index set it blocks
 	// until the servers change one of them past min_index, or max_wait passes.
 	GetAllocs(ctx context.Context, in *GetAllocsRequest, opts ...grpc.CallOption) (*GetAllocsResponse, error)
+	// Get returns one node (without its secret) and its allocations.
+	Get(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*GetNodeResponse, error)
+	// List returns nodes in id order, a page at a time.
+	List(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// UpdateEligibility marks a node eligible or ineligible for new
+	// allocations. Allocations already on it are left alone. A draining
+	// node cannot be made eligible: end the drain instead.
+	UpdateEligibility(ctx context.Context, in *UpdateNodeEligibilityRequest, opts ...grpc.CallOption) (*UpdateNodeEligibilityResponse, error)
+	// UpdateDrain starts a drain (the node becomes ineligible and its
+	// allocations are moved elsewhere; once none remains the drain ends and
+	// the node stays ineligible) or ends one.
+	UpdateDrain(ctx context.Context, in *UpdateNodeDrainRequest, opts ...grpc.CallOption) (*UpdateNodeDrainResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -102,6 +118,46 @@ func (c *nodeServiceClient) GetAllocs(ctx context.Context, in *GetAllocsRequest,
 	return out, nil
 }
 
+func (c *nodeServiceClient) Get(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*GetNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNodeResponse)
+	err := c.cc.Invoke(ctx, NodeService_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) List(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNodesResponse)
+	err := c.cc.Invoke(ctx, NodeService_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) UpdateEligibility(ctx context.Context, in *UpdateNodeEligibilityRequest, opts ...grpc.CallOption) (*UpdateNodeEligibilityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateNodeEligibilityResponse)
+	err := c.cc.Invoke(ctx, NodeService_UpdateEligibility_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) UpdateDrain(ctx context.Context, in *UpdateNodeDrainRequest, opts ...grpc.CallOption) (*UpdateNodeDrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateNodeDrainResponse)
+	err := c.cc.Invoke(ctx, NodeService_UpdateDrain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -129,6 +185,18 @@ type NodeServiceServer interface {
 	// GetAllocs returns the node's allocations. With min_index set it blocks
 	// until the servers change one of them past min_index, or max_wait passes.
 	GetAllocs(context.Context, *GetAllocsRequest) (*GetAllocsResponse, error)
+	// Get returns one node (without its secret) and its allocations.
+	Get(context.Context, *GetNodeRequest) (*GetNodeResponse, error)
+	// List returns nodes in id order, a page at a time.
+	List(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// UpdateEligibility marks a node eligible or ineligible for new
+	// allocations. Allocations already on it are left alone. A draining
+	// node cannot be made eligible: end the drain instead.
+	UpdateEligibility(context.Context, *UpdateNodeEligibilityRequest) (*UpdateNodeEligibilityResponse, error)
+	// UpdateDrain starts a drain (the node becomes ineligible and its
+	// allocations are moved elsewhere; once none remains the drain ends and
+	// the node stays ineligible) or ends one.
+	UpdateDrain(context.Context, *UpdateNodeDrainRequest) (*UpdateNodeDrainResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -150,6 +218,18 @@ func (UnimplementedNodeServiceServer) UpdateAlloc(context.Context, *UpdateAllocR
 }
 func (UnimplementedNodeServiceServer) GetAllocs(context.Context, *GetAllocsRequest) (*GetAllocsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAllocs not implemented")
+}
+func (UnimplementedNodeServiceServer) Get(context.Context, *GetNodeRequest) (*GetNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedNodeServiceServer) List(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedNodeServiceServer) UpdateEligibility(context.Context, *UpdateNodeEligibilityRequest) (*UpdateNodeEligibilityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateEligibility not implemented")
+}
+func (UnimplementedNodeServiceServer) UpdateDrain(context.Context, *UpdateNodeDrainRequest) (*UpdateNodeDrainResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateDrain not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -244,6 +324,78 @@ func _NodeService_GetAllocs_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Get(ctx, req.(*GetNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).List(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_UpdateEligibility_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateNodeEligibilityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).UpdateEligibility(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_UpdateEligibility_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).UpdateEligibility(ctx, req.(*UpdateNodeEligibilityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_UpdateDrain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateNodeDrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).UpdateDrain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_UpdateDrain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).UpdateDrain(ctx, req.(*UpdateNodeDrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -266,6 +418,22 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetAllocs",
 			Handler:    _NodeService_GetAllocs_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _NodeService_Get_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _NodeService_List_Handler,
+		},
+		{
+			MethodName: "UpdateEligibility",
+			Handler:    _NodeService_UpdateEligibility_Handler,
+		},
+		{
+			MethodName: "UpdateDrain",
+			Handler:    _NodeService_UpdateDrain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

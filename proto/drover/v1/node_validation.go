@@ -123,3 +123,47 @@ func (r *GetAllocsRequest) Validate() error {
 	v.uuid("secret_id", r.GetSecretId())
 	return v.err()
 }
+
+// Validate checks a node lookup: a full id or an id prefix.
+func (r *GetNodeRequest) Validate() error {
+	var v violations
+	if id := r.GetNodeId(); id == "" {
+		v.add("node_id", "is required")
+	} else {
+		v.text("node_id", id, 36, true)
+	}
+	return v.err()
+}
+
+// Validate checks a node list request.
+func (r *ListNodesRequest) Validate() error {
+	var v violations
+	validatePage(&v, r.GetPage())
+	return v.err()
+}
+
+// Validate checks an eligibility change.
+func (r *UpdateNodeEligibilityRequest) Validate() error {
+	var v violations
+	v.uuid("node_id", r.GetNodeId())
+	switch r.GetEligibility() {
+	case SchedulingEligibility_SCHEDULING_ELIGIBILITY_ELIGIBLE, SchedulingEligibility_SCHEDULING_ELIGIBILITY_INELIGIBLE:
+	default:
+		v.add("eligibility", "must be SCHEDULING_ELIGIBILITY_ELIGIBLE or SCHEDULING_ELIGIBILITY_INELIGIBLE")
+	}
+	return v.err()
+}
+
+// Validate checks a drain change.
+func (r *UpdateNodeDrainRequest) Validate() error {
+	var v violations
+	v.uuid("node_id", r.GetNodeId())
+	v.nonNegative("deadline", r.GetDeadline())
+	if r.GetEnable() && r.GetMarkEligible() {
+		v.add("mark_eligible", "applies only when ending a drain")
+	}
+	if !r.GetEnable() && (r.GetDeadline() != 0 || r.GetIgnoreSystemJobs()) {
+		v.add("deadline", "and ignore_system_jobs apply only when starting a drain")
+	}
+	return v.err()
+}

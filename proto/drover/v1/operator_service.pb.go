@@ -1258,6 +1258,128 @@ func (x *SchedulerStatsResponse) GetPlanNodesRejected() uint64 {
 	return 0
 }
 
+type GarbageCollectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GarbageCollectRequest) Reset() {
+	*x = GarbageCollectRequest{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GarbageCollectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GarbageCollectRequest) ProtoMessage() {}
+
+func (x *GarbageCollectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GarbageCollectRequest.ProtoReflect.Descriptor instead.
+func (*GarbageCollectRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{19}
+}
+
+// GarbageCollectResponse counts what was deleted.
+type GarbageCollectResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Nodes       int64                  `protobuf:"varint,1,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Allocs      int64                  `protobuf:"varint,2,opt,name=allocs,proto3" json:"allocs,omitempty"`
+	Evals       int64                  `protobuf:"varint,3,opt,name=evals,proto3" json:"evals,omitempty"`
+	Jobs        int64                  `protobuf:"varint,4,opt,name=jobs,proto3" json:"jobs,omitempty"`
+	JobVersions int64                  `protobuf:"varint,5,opt,name=job_versions,json=jobVersions,proto3" json:"job_versions,omitempty"`
+	// Raft entries written.
+	Entries       int64 `protobuf:"varint,6,opt,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GarbageCollectResponse) Reset() {
+	*x = GarbageCollectResponse{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GarbageCollectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GarbageCollectResponse) ProtoMessage() {}
+
+func (x *GarbageCollectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GarbageCollectResponse.ProtoReflect.Descriptor instead.
+func (*GarbageCollectResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GarbageCollectResponse) GetNodes() int64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *GarbageCollectResponse) GetAllocs() int64 {
+	if x != nil {
+		return x.Allocs
+	}
+	return 0
+}
+
+func (x *GarbageCollectResponse) GetEvals() int64 {
+	if x != nil {
+		return x.Evals
+	}
+	return 0
+}
+
+func (x *GarbageCollectResponse) GetJobs() int64 {
+	if x != nil {
+		return x.Jobs
+	}
+	return 0
+}
+
+func (x *GarbageCollectResponse) GetJobVersions() int64 {
+	if x != nil {
+		return x.JobVersions
+	}
+	return 0
+}
+
+func (x *GarbageCollectResponse) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
 var File_drover_v1_operator_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_operator_service_proto_rawDesc = "" +
@@ -1361,7 +1483,15 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	" \x01(\x05R\x0eplanQueueDepth\x12#\n" +
 	"\rplans_applied\x18\v \x01(\x04R\fplansApplied\x128\n" +
 	"\x18plans_partially_rejected\x18\f \x01(\x04R\x16plansPartiallyRejected\x12.\n" +
-	"\x13plan_nodes_rejected\x18\r \x01(\x04R\x11planNodesRejected2\xea\x05\n" +
+	"\x13plan_nodes_rejected\x18\r \x01(\x04R\x11planNodesRejected\"\x17\n" +
+	"\x15GarbageCollectRequest\"\xad\x01\n" +
+	"\x16GarbageCollectResponse\x12\x14\n" +
+	"\x05nodes\x18\x01 \x01(\x03R\x05nodes\x12\x16\n" +
+	"\x06allocs\x18\x02 \x01(\x03R\x06allocs\x12\x14\n" +
+	"\x05evals\x18\x03 \x01(\x03R\x05evals\x12\x12\n" +
+	"\x04jobs\x18\x04 \x01(\x03R\x04jobs\x12!\n" +
+	"\fjob_versions\x18\x05 \x01(\x03R\vjobVersions\x12\x18\n" +
+	"\aentries\x18\x06 \x01(\x03R\aentries2\xc1\x06\n" +
 	"\x0fOperatorService\x12R\n" +
 	"\rRaftListPeers\x12\x1f.drover.v1.RaftListPeersRequest\x1a .drover.v1.RaftListPeersResponse\x12U\n" +
 	"\x0eRaftRemovePeer\x12 .drover.v1.RaftRemovePeerRequest\x1a!.drover.v1.RaftRemovePeerResponse\x12m\n" +
@@ -1370,7 +1500,8 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\vStateDigest\x12\x1d.drover.v1.StateDigestRequest\x1a\x1e.drover.v1.StateDigestResponse\x12[\n" +
 	"\x10SchedulerWorkers\x12\".drover.v1.SchedulerWorkersRequest\x1a#.drover.v1.SchedulerWorkersResponse\x12g\n" +
 	"\x16UpdateSchedulerWorkers\x12(.drover.v1.UpdateSchedulerWorkersRequest\x1a#.drover.v1.SchedulerWorkersResponse\x12U\n" +
-	"\x0eSchedulerStats\x12 .drover.v1.SchedulerStatsRequest\x1a!.drover.v1.SchedulerStatsResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\x0eSchedulerStats\x12 .drover.v1.SchedulerStatsRequest\x1a!.drover.v1.SchedulerStatsResponse\x12U\n" +
+	"\x0eGarbageCollect\x12 .drover.v1.GarbageCollectRequest\x1a!.drover.v1.GarbageCollectResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_operator_service_proto_rawDescOnce sync.Once
@@ -1384,7 +1515,7 @@ func file_drover_v1_operator_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_operator_service_proto_rawDescData
 }
 
-var file_drover_v1_operator_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_drover_v1_operator_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_drover_v1_operator_service_proto_goTypes = []any{
 	(*RaftListPeersRequest)(nil),           // 0: drover.v1.RaftListPeersRequest
 	(*RaftPeer)(nil),                       // 1: drover.v1.RaftPeer
@@ -1405,19 +1536,21 @@ var file_drover_v1_operator_service_proto_goTypes = []any{
 	(*SchedulerStatsRequest)(nil),          // 16: drover.v1.SchedulerStatsRequest
 	(*BrokerQueueStats)(nil),               // 17: drover.v1.BrokerQueueStats
 	(*SchedulerStatsResponse)(nil),         // 18: drover.v1.SchedulerStatsResponse
-	nil,                                    // 19: drover.v1.StateDigestResponse.TablesEntry
-	(RaftState)(0),                         // 20: drover.v1.RaftState
-	(JobType)(0),                           // 21: drover.v1.JobType
+	(*GarbageCollectRequest)(nil),          // 19: drover.v1.GarbageCollectRequest
+	(*GarbageCollectResponse)(nil),         // 20: drover.v1.GarbageCollectResponse
+	nil,                                    // 21: drover.v1.StateDigestResponse.TablesEntry
+	(RaftState)(0),                         // 22: drover.v1.RaftState
+	(JobType)(0),                           // 23: drover.v1.JobType
 }
 var file_drover_v1_operator_service_proto_depIdxs = []int32{
 	1,  // 0: drover.v1.RaftListPeersResponse.peers:type_name -> drover.v1.RaftPeer
-	20, // 1: drover.v1.ServerHealth.raft_state:type_name -> drover.v1.RaftState
+	22, // 1: drover.v1.ServerHealth.raft_state:type_name -> drover.v1.RaftState
 	8,  // 2: drover.v1.ServerMembersResponse.servers:type_name -> drover.v1.ServerHealth
-	19, // 3: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
-	21, // 4: drover.v1.SchedulerWorkersResponse.enabled_schedulers:type_name -> drover.v1.JobType
+	21, // 3: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
+	23, // 4: drover.v1.SchedulerWorkersResponse.enabled_schedulers:type_name -> drover.v1.JobType
 	13, // 5: drover.v1.SchedulerWorkersResponse.workers:type_name -> drover.v1.SchedulerWorker
-	21, // 6: drover.v1.UpdateSchedulerWorkersRequest.enabled_schedulers:type_name -> drover.v1.JobType
-	21, // 7: drover.v1.BrokerQueueStats.scheduler:type_name -> drover.v1.JobType
+	23, // 6: drover.v1.UpdateSchedulerWorkersRequest.enabled_schedulers:type_name -> drover.v1.JobType
+	23, // 7: drover.v1.BrokerQueueStats.scheduler:type_name -> drover.v1.JobType
 	17, // 8: drover.v1.SchedulerStatsResponse.by_scheduler:type_name -> drover.v1.BrokerQueueStats
 	0,  // 9: drover.v1.OperatorService.RaftListPeers:input_type -> drover.v1.RaftListPeersRequest
 	3,  // 10: drover.v1.OperatorService.RaftRemovePeer:input_type -> drover.v1.RaftRemovePeerRequest
@@ -1427,16 +1560,18 @@ var file_drover_v1_operator_service_proto_depIdxs = []int32{
 	12, // 14: drover.v1.OperatorService.SchedulerWorkers:input_type -> drover.v1.SchedulerWorkersRequest
 	15, // 15: drover.v1.OperatorService.UpdateSchedulerWorkers:input_type -> drover.v1.UpdateSchedulerWorkersRequest
 	16, // 16: drover.v1.OperatorService.SchedulerStats:input_type -> drover.v1.SchedulerStatsRequest
-	2,  // 17: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
-	4,  // 18: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
-	6,  // 19: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
-	9,  // 20: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
-	11, // 21: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
-	14, // 22: drover.v1.OperatorService.SchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
-	14, // 23: drover.v1.OperatorService.UpdateSchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
-	18, // 24: drover.v1.OperatorService.SchedulerStats:output_type -> drover.v1.SchedulerStatsResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
+	19, // 17: drover.v1.OperatorService.GarbageCollect:input_type -> drover.v1.GarbageCollectRequest
+	2,  // 18: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
+	4,  // 19: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
+	6,  // 20: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
+	9,  // 21: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
+	11, // 22: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
+	14, // 23: drover.v1.OperatorService.SchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	14, // 24: drover.v1.OperatorService.UpdateSchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	18, // 25: drover.v1.OperatorService.SchedulerStats:output_type -> drover.v1.SchedulerStatsResponse
+	20, // 26: drover.v1.OperatorService.GarbageCollect:output_type -> drover.v1.GarbageCollectResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1456,7 +1591,7 @@ func file_drover_v1_operator_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_operator_service_proto_rawDesc), len(file_drover_v1_operator_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	OperatorService_SchedulerWorkers_FullMethodName       = "/drover.v1.OperatorService/SchedulerWorkers"
 	OperatorService_UpdateSchedulerWorkers_FullMethodName = "/drover.v1.OperatorService/UpdateSchedulerWorkers"
 	OperatorService_SchedulerStats_FullMethodName         = "/drover.v1.OperatorService/SchedulerStats"
+	OperatorService_GarbageCollect_FullMethodName         = "/drover.v1.OperatorService/GarbageCollect"
 )
 
 // OperatorServiceClient is the client API for OperatorService service.
@@ -61,6 +62,11 @@ type OperatorServiceClient interface {
 	// SchedulerStats reports the leader's eval broker, blocked evaluations
 	// and plan queue.
 	SchedulerStats(ctx context.Context, in *SchedulerStatsRequest, opts ...grpc.CallOption) (*SchedulerStatsResponse, error)
+	// GarbageCollect runs garbage collection on the leader now, with every
+	// age threshold at zero: down nodes whose allocations are all terminal,
+	// terminal allocations and evaluations, stopped jobs and unused job
+	// versions go at once.
+	GarbageCollect(ctx context.Context, in *GarbageCollectRequest, opts ...grpc.CallOption) (*GarbageCollectResponse, error)
 }
 
 type operatorServiceClient struct {
@@ -151,6 +157,16 @@ func (c *operatorServiceClient) SchedulerStats(ctx context.Context, in *Schedule
 	return out, nil
 }
 
+func (c *operatorServiceClient) GarbageCollect(ctx context.Context, in *GarbageCollectRequest, opts ...grpc.CallOption) (*GarbageCollectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GarbageCollectResponse)
+	err := c.cc.Invoke(ctx, OperatorService_GarbageCollect_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OperatorServiceServer is the server API for OperatorService service.
 // All implementations must embed UnimplementedOperatorServiceServer
 // for forward compatibility.
@@ -183,6 +199,11 @@ type OperatorServiceServer interface {
 	// SchedulerStats reports the leader's eval broker, blocked evaluations
 	// and plan queue.
 	SchedulerStats(context.Context, *SchedulerStatsRequest) (*SchedulerStatsResponse, error)
+	// GarbageCollect runs garbage collection on the leader now, with every
+	// age threshold at zero: down nodes whose allocations are all terminal,
+	// terminal allocations and evaluations, stopped jobs and unused job
+	// versions go at once.
+	GarbageCollect(context.Context, *GarbageCollectRequest) (*GarbageCollectResponse, error)
 	mustEmbedUnimplementedOperatorServiceServer()
 }
 
@@ -216,6 +237,9 @@ func (UnimplementedOperatorServiceServer) UpdateSchedulerWorkers(context.Context
 }
 func (UnimplementedOperatorServiceServer) SchedulerStats(context.Context, *SchedulerStatsRequest) (*SchedulerStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SchedulerStats not implemented")
+}
+func (UnimplementedOperatorServiceServer) GarbageCollect(context.Context, *GarbageCollectRequest) (*GarbageCollectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GarbageCollect not implemented")
 }
 func (UnimplementedOperatorServiceServer) mustEmbedUnimplementedOperatorServiceServer() {}
 func (UnimplementedOperatorServiceServer) testEmbeddedByValue()                         {}
@@ -382,6 +406,24 @@ func _OperatorService_SchedulerStats_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OperatorService_GarbageCollect_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GarbageCollectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).GarbageCollect(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_GarbageCollect_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).GarbageCollect(ctx, req.(*GarbageCollectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OperatorService_ServiceDesc is the grpc.ServiceDesc for OperatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -420,6 +462,10 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SchedulerStats",
 			Handler:    _OperatorService_SchedulerStats_Handler,
+		},
+		{
+			MethodName: "GarbageCollect",
+			Handler:    _OperatorService_GarbageCollect_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

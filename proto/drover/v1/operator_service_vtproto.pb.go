@@ -431,6 +431,44 @@ func (m *SchedulerStatsResponse) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
+func (m *GarbageCollectRequest) CloneVT() *GarbageCollectRequest {
+	if m == nil {
+		return (*GarbageCollectRequest)(nil)
+	}
+	r := new(GarbageCollectRequest)
+	if len(m.unknownFields) > 0 {
+		r.unknownFields = make([]byte, len(m.unknownFields))
+		copy(r.unknownFields, m.unknownFields)
+	}
+	return r
+}
+
+func (m *GarbageCollectRequest) CloneMessageVT() proto.Message {
+	return m.CloneVT()
+}
+
+func (m *GarbageCollectResponse) CloneVT() *GarbageCollectResponse {
+	if m == nil {
+		return (*GarbageCollectResponse)(nil)
+	}
+	r := new(GarbageCollectResponse)
+	r.Nodes = m.Nodes
+	r.Allocs = m.Allocs
+	r.Evals = m.Evals
+	r.Jobs = m.Jobs
+	r.JobVersions = m.JobVersions
+	r.Entries = m.Entries
+	if len(m.unknownFields) > 0 {
+		r.unknownFields = make([]byte, len(m.unknownFields))
+		copy(r.unknownFields, m.unknownFields)
+	}
+	return r
+}
+
+func (m *GarbageCollectResponse) CloneMessageVT() proto.Message {
+	return m.CloneVT()
+}
+
 func (this *RaftListPeersRequest) EqualVT(that *RaftListPeersRequest) bool {
 	if this == that {
 		return true
@@ -999,6 +1037,56 @@ func (this *SchedulerStatsResponse) EqualVT(that *SchedulerStatsResponse) bool {
 
 func (this *SchedulerStatsResponse) EqualMessageVT(thatMsg proto.Message) bool {
 	that, ok := thatMsg.(*SchedulerStatsResponse)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *GarbageCollectRequest) EqualVT(that *GarbageCollectRequest) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *GarbageCollectRequest) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*GarbageCollectRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *GarbageCollectResponse) EqualVT(that *GarbageCollectResponse) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Nodes != that.Nodes {
+		return false
+	}
+	if this.Allocs != that.Allocs {
+		return false
+	}
+	if this.Evals != that.Evals {
+		return false
+	}
+	if this.Jobs != that.Jobs {
+		return false
+	}
+	if this.JobVersions != that.JobVersions {
+		return false
+	}
+	if this.Entries != that.Entries {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *GarbageCollectResponse) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*GarbageCollectResponse)
 	if !ok {
 		return false
 	}
@@ -2103,6 +2191,102 @@ func (m *SchedulerStatsResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error
 	return len(dAtA) - i, nil
 }
 
+func (m *GarbageCollectRequest) MarshalVT() (dAtA []byte, err error) {
+	if m == nil {
+		return nil, nil
+	}
+	size := m.SizeVT()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBufferVT(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *GarbageCollectRequest) MarshalToVT(dAtA []byte) (int, error) {
+	size := m.SizeVT()
+	return m.MarshalToSizedBufferVT(dAtA[:size])
+}
+
+func (m *GarbageCollectRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	if m == nil {
+		return 0, nil
+	}
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.unknownFields != nil {
+		i -= len(m.unknownFields)
+		copy(dAtA[i:], m.unknownFields)
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *GarbageCollectResponse) MarshalVT() (dAtA []byte, err error) {
+	if m == nil {
+		return nil, nil
+	}
+	size := m.SizeVT()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBufferVT(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *GarbageCollectResponse) MarshalToVT(dAtA []byte) (int, error) {
+	size := m.SizeVT()
+	return m.MarshalToSizedBufferVT(dAtA[:size])
+}
+
+func (m *GarbageCollectResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	if m == nil {
+		return 0, nil
+	}
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.unknownFields != nil {
+		i -= len(m.unknownFields)
+		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.Entries != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Entries))
+		i--
+		dAtA[i] = 0x30
+	}
+	if m.JobVersions != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.JobVersions))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.Jobs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Jobs))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Evals != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Evals))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Allocs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Allocs))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.Nodes != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Nodes))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
 func (m *RaftListPeersRequest) SizeVT() (n int) {
 	if m == nil {
 		return 0
@@ -2524,6 +2708,44 @@ func (m *SchedulerStatsResponse) SizeVT() (n int) {
 	}
 	if m.PlanNodesRejected != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.PlanNodesRejected))
+	}
+	n += len(m.unknownFields)
+	return n
+}
+
+func (m *GarbageCollectRequest) SizeVT() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	n += len(m.unknownFields)
+	return n
+}
+
+func (m *GarbageCollectResponse) SizeVT() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.Nodes != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Nodes))
+	}
+	if m.Allocs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Allocs))
+	}
+	if m.Evals != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Evals))
+	}
+	if m.Jobs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Jobs))
+	}
+	if m.JobVersions != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.JobVersions))
+	}
+	if m.Entries != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Entries))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -5213,6 +5435,222 @@ func (m *SchedulerStatsResponse) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.PlanNodesRejected |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.unknownFields = append(m.unknownFields, dAtA[iNdEx:iNdEx+skippy]...)
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *GarbageCollectRequest) UnmarshalVT(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return protohelpers.ErrIntOverflow
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: GarbageCollectRequest: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: GarbageCollectRequest: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		default:
+			iNdEx = preIndex
+			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.unknownFields = append(m.unknownFields, dAtA[iNdEx:iNdEx+skippy]...)
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *GarbageCollectResponse) UnmarshalVT(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return protohelpers.ErrIntOverflow
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: GarbageCollectResponse: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: GarbageCollectResponse: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Nodes", wireType)
+			}
+			m.Nodes = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Nodes |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Allocs", wireType)
+			}
+			m.Allocs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Allocs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Evals", wireType)
+			}
+			m.Evals = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Evals |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Jobs", wireType)
+			}
+			m.Jobs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Jobs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field JobVersions", wireType)
+			}
+			m.JobVersions = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.JobVersions |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Entries", wireType)
+			}
+			m.Entries = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Entries |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

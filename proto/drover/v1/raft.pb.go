@@ -657,6 +657,322 @@ func (x *ServerRemoveEntry) GetServerId() string {
 	return ""
 }
 
+// NodeEligibilityEntry sets whether the scheduler may place work on a node.
+type NodeEligibilityEntry struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Eligibility SchedulingEligibility  `protobuf:"varint,2,opt,name=eligibility,proto3,enum=drover.v1.SchedulingEligibility" json:"eligibility,omitempty"`
+	Event       *NodeEvent             `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	// Unix nanoseconds.
+	UpdatedAt int64 `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Evaluations the change calls for (system jobs that may now use the
+	// node).
+	Evals         []*Evaluation `protobuf:"bytes,5,rep,name=evals,proto3" json:"evals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeEligibilityEntry) Reset() {
+	*x = NodeEligibilityEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeEligibilityEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeEligibilityEntry) ProtoMessage() {}
+
+func (x *NodeEligibilityEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeEligibilityEntry.ProtoReflect.Descriptor instead.
+func (*NodeEligibilityEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *NodeEligibilityEntry) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeEligibilityEntry) GetEligibility() SchedulingEligibility {
+	if x != nil {
+		return x.Eligibility
+	}
+	return SchedulingEligibility_SCHEDULING_ELIGIBILITY_UNSPECIFIED
+}
+
+func (x *NodeEligibilityEntry) GetEvent() *NodeEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *NodeEligibilityEntry) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+func (x *NodeEligibilityEntry) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+// NodeDrainEntry starts or ends a drain. Starting one makes the node
+// ineligible; ending one leaves it ineligible unless mark_eligible is set.
+type NodeDrainEntry struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The drain to start; unset ends the node's drain.
+	DrainStrategy *DrainStrategy `protobuf:"bytes,2,opt,name=drain_strategy,json=drainStrategy,proto3" json:"drain_strategy,omitempty"`
+	// When ending a drain, make the node eligible again.
+	MarkEligible bool `protobuf:"varint,3,opt,name=mark_eligible,json=markEligible,proto3" json:"mark_eligible,omitempty"`
+	// The node's modify index the decision was based on; the entry is refused
+	// if the node has changed since. Zero skips the check.
+	ExpectedModifyIndex uint64     `protobuf:"varint,4,opt,name=expected_modify_index,json=expectedModifyIndex,proto3" json:"expected_modify_index,omitempty"`
+	Event               *NodeEvent `protobuf:"bytes,5,opt,name=event,proto3" json:"event,omitempty"`
+	// Unix nanoseconds.
+	UpdatedAt int64 `protobuf:"varint,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Evaluations for the jobs whose allocations must move.
+	Evals         []*Evaluation `protobuf:"bytes,7,rep,name=evals,proto3" json:"evals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeDrainEntry) Reset() {
+	*x = NodeDrainEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeDrainEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeDrainEntry) ProtoMessage() {}
+
+func (x *NodeDrainEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeDrainEntry.ProtoReflect.Descriptor instead.
+func (*NodeDrainEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *NodeDrainEntry) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeDrainEntry) GetDrainStrategy() *DrainStrategy {
+	if x != nil {
+		return x.DrainStrategy
+	}
+	return nil
+}
+
+func (x *NodeDrainEntry) GetMarkEligible() bool {
+	if x != nil {
+		return x.MarkEligible
+	}
+	return false
+}
+
+func (x *NodeDrainEntry) GetExpectedModifyIndex() uint64 {
+	if x != nil {
+		return x.ExpectedModifyIndex
+	}
+	return 0
+}
+
+func (x *NodeDrainEntry) GetEvent() *NodeEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *NodeDrainEntry) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+func (x *NodeDrainEntry) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+// GCEntry deletes what garbage collection found. The state store checks
+// every object again when it applies the entry and keeps the ones that are
+// no longer collectable (a node that came back, an allocation that is not
+// client-terminal, an evaluation still pending, a job that was started
+// again).
+type GCEntry struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeIds  []string               `protobuf:"bytes,1,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	AllocIds []string               `protobuf:"bytes,2,rep,name=alloc_ids,json=allocIds,proto3" json:"alloc_ids,omitempty"`
+	EvalIds  []string               `protobuf:"bytes,3,rep,name=eval_ids,json=evalIds,proto3" json:"eval_ids,omitempty"`
+	// Stopped jobs to purge with every version.
+	JobIds []string `protobuf:"bytes,4,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
+	// Old versions of live jobs that no allocation refers to.
+	JobVersions   []*JobVersionRef `protobuf:"bytes,5,rep,name=job_versions,json=jobVersions,proto3" json:"job_versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GCEntry) Reset() {
+	*x = GCEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GCEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GCEntry) ProtoMessage() {}
+
+func (x *GCEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GCEntry.ProtoReflect.Descriptor instead.
+func (*GCEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GCEntry) GetNodeIds() []string {
+	if x != nil {
+		return x.NodeIds
+	}
+	return nil
+}
+
+func (x *GCEntry) GetAllocIds() []string {
+	if x != nil {
+		return x.AllocIds
+	}
+	return nil
+}
+
+func (x *GCEntry) GetEvalIds() []string {
+	if x != nil {
+		return x.EvalIds
+	}
+	return nil
+}
+
+func (x *GCEntry) GetJobIds() []string {
+	if x != nil {
+		return x.JobIds
+	}
+	return nil
+}
+
+func (x *GCEntry) GetJobVersions() []*JobVersionRef {
+	if x != nil {
+		return x.JobVersions
+	}
+	return nil
+}
+
+// JobVersionRef names one version of a job.
+type JobVersionRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobVersionRef) Reset() {
+	*x = JobVersionRef{}
+	mi := &file_drover_v1_raft_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobVersionRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobVersionRef) ProtoMessage() {}
+
+func (x *JobVersionRef) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobVersionRef.ProtoReflect.Descriptor instead.
+func (*JobVersionRef) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *JobVersionRef) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobVersionRef) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 var File_drover_v1_raft_proto protoreflect.FileDescriptor
 
 const file_drover_v1_raft_proto_rawDesc = "" +
@@ -706,7 +1022,32 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"\x11ServerUpsertEntry\x12/\n" +
 	"\x06server\x18\x01 \x01(\v2\x17.drover.v1.ServerMemberR\x06server\"0\n" +
 	"\x11ServerRemoveEntry\x12\x1b\n" +
-	"\tserver_id\x18\x01 \x01(\tR\bserverIdB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\"\xeb\x01\n" +
+	"\x14NodeEligibilityEntry\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12B\n" +
+	"\veligibility\x18\x02 \x01(\x0e2 .drover.v1.SchedulingEligibilityR\veligibility\x12*\n" +
+	"\x05event\x18\x03 \x01(\v2\x14.drover.v1.NodeEventR\x05event\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\x12+\n" +
+	"\x05evals\x18\x05 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xbb\x02\n" +
+	"\x0eNodeDrainEntry\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12?\n" +
+	"\x0edrain_strategy\x18\x02 \x01(\v2\x18.drover.v1.DrainStrategyR\rdrainStrategy\x12#\n" +
+	"\rmark_eligible\x18\x03 \x01(\bR\fmarkEligible\x122\n" +
+	"\x15expected_modify_index\x18\x04 \x01(\x04R\x13expectedModifyIndex\x12*\n" +
+	"\x05event\x18\x05 \x01(\v2\x14.drover.v1.NodeEventR\x05event\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x06 \x01(\x03R\tupdatedAt\x12+\n" +
+	"\x05evals\x18\a \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xb2\x01\n" +
+	"\aGCEntry\x12\x19\n" +
+	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\x12\x1b\n" +
+	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x19\n" +
+	"\beval_ids\x18\x03 \x03(\tR\aevalIds\x12\x17\n" +
+	"\ajob_ids\x18\x04 \x03(\tR\x06jobIds\x12;\n" +
+	"\fjob_versions\x18\x05 \x03(\v2\x18.drover.v1.JobVersionRefR\vjobVersions\"@\n" +
+	"\rJobVersionRef\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversionB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_raft_proto_rawDescOnce sync.Once
@@ -720,7 +1061,7 @@ func file_drover_v1_raft_proto_rawDescGZIP() []byte {
 	return file_drover_v1_raft_proto_rawDescData
 }
 
-var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_drover_v1_raft_proto_goTypes = []any{
 	(*NodeRegisterEntry)(nil),      // 0: drover.v1.NodeRegisterEntry
 	(*NodeStatusEntry)(nil),        // 1: drover.v1.NodeStatusEntry
@@ -732,37 +1073,50 @@ var file_drover_v1_raft_proto_goTypes = []any{
 	(*PlanResultEntry)(nil),        // 7: drover.v1.PlanResultEntry
 	(*ServerUpsertEntry)(nil),      // 8: drover.v1.ServerUpsertEntry
 	(*ServerRemoveEntry)(nil),      // 9: drover.v1.ServerRemoveEntry
-	(*Node)(nil),                   // 10: drover.v1.Node
-	(NodeStatus)(0),                // 11: drover.v1.NodeStatus
-	(*NodeEvent)(nil),              // 12: drover.v1.NodeEvent
-	(*Evaluation)(nil),             // 13: drover.v1.Evaluation
-	(*AllocClientUpdate)(nil),      // 14: drover.v1.AllocClientUpdate
-	(*Job)(nil),                    // 15: drover.v1.Job
-	(*Allocation)(nil),             // 16: drover.v1.Allocation
-	(*AllocStop)(nil),              // 17: drover.v1.AllocStop
-	(*ServerMember)(nil),           // 18: drover.v1.ServerMember
+	(*NodeEligibilityEntry)(nil),   // 10: drover.v1.NodeEligibilityEntry
+	(*NodeDrainEntry)(nil),         // 11: drover.v1.NodeDrainEntry
+	(*GCEntry)(nil),                // 12: drover.v1.GCEntry
+	(*JobVersionRef)(nil),          // 13: drover.v1.JobVersionRef
+	(*Node)(nil),                   // 14: drover.v1.Node
+	(NodeStatus)(0),                // 15: drover.v1.NodeStatus
+	(*NodeEvent)(nil),              // 16: drover.v1.NodeEvent
+	(*Evaluation)(nil),             // 17: drover.v1.Evaluation
+	(*AllocClientUpdate)(nil),      // 18: drover.v1.AllocClientUpdate
+	(*Job)(nil),                    // 19: drover.v1.Job
+	(*Allocation)(nil),             // 20: drover.v1.Allocation
+	(*AllocStop)(nil),              // 21: drover.v1.AllocStop
+	(*ServerMember)(nil),           // 22: drover.v1.ServerMember
+	(SchedulingEligibility)(0),     // 23: drover.v1.SchedulingEligibility
+	(*DrainStrategy)(nil),          // 24: drover.v1.DrainStrategy
 }
 var file_drover_v1_raft_proto_depIdxs = []int32{
-	10, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
-	11, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
-	12, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
-	13, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
+	14, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
+	15, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
+	16, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
+	17, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
 	3,  // 4: drover.v1.AllocClientUpdateEntry.nodes:type_name -> drover.v1.NodeAllocUpdates
-	14, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
-	13, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
-	15, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
-	13, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
-	13, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
-	13, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
-	16, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
-	17, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
-	13, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
-	18, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	18, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
+	17, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
+	19, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
+	17, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
+	17, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
+	17, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
+	20, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
+	21, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
+	17, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
+	22, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
+	23, // 15: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
+	16, // 16: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
+	17, // 17: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
+	24, // 18: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
+	16, // 19: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
+	17, // 20: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
+	13, // 21: drover.v1.GCEntry.job_versions:type_name -> drover.v1.JobVersionRef
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_raft_proto_init() }
@@ -782,7 +1136,7 @@ func file_drover_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_raft_proto_rawDesc), len(file_drover_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,155 @@
+package test_test
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// reconnectAgent plays the agent of one node in the reconnect test, with
+// each of its duties callable on its own so the test can order and
+// interleave them: heartbeats at the TTL the servers hand out, and a
+// runner that long-polls the node's allocations, "runs" the ones wanted
+// running and reports stopped the ones wanted stopped.
+type reconnectAgent struct {
+	conn grpc.ClientConnInterface
+	node *droverv1.Node
+}
+
+func (a *reconnectAgent) client() droverv1.NodeServiceClient {
+	return droverv1.NewNodeServiceClient(a.conn)
+}
+
+// retryBackoff is the pause before a call that failed is made again.
+const retryBackoff = 20 * time.Millisecond
+
+// until calls f until it succeeds or ctx ends.
+func until(ctx context.Context, f func(context.Context) error) error {
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := f(callCtx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(retryBackoff):
+		}
+	}
+}
+
+func (a *reconnectAgent) register(ctx context.Context) error {
+	return until(ctx, func(ctx context.Context) error {
+		_, err := a.client().Register(ctx, &droverv1.RegisterNodeRequest{Node: a.node})
+		return err
+	})
+}
+
+// heartbeatOnce sends one heartbeat, retried until answered, and returns
+// the TTL handed out.
+func (a *reconnectAgent) heartbeatOnce(ctx context.Context) (time.Duration, error) {
+	var ttl time.Duration
+	err := until(ctx, func(ctx context.Context) error {
+		resp, err := a.client().UpdateStatus(ctx, &droverv1.UpdateNodeStatusRequest{
+			NodeId: a.node.GetId(), SecretId: a.node.GetSecretId(), Status: droverv1.NodeStatus_NODE_STATUS_READY,
+		})
+		ttl = time.Duration(resp.GetHeartbeatTtl())
+		return err
+	})
+	return ttl, err
+}
+
+// heartbeatLoop heartbeats at half the TTL until ctx ends.
+func (a *reconnectAgent) heartbeatLoop(ctx context.Context) {
+	for {
+		ttl, err := a.heartbeatOnce(ctx)
+		if err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(max(ttl/2, 10*time.Millisecond)):
+		}
+	}
+}
+
+// report sends the node's allocation updates, retried until accepted: an
+// agent back from a missed heartbeat is refused until it heartbeats.
+func (a *reconnectAgent) report(ctx context.Context, updates []*droverv1.AllocClientUpdate) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	return until(ctx, func(ctx context.Context) error {
+		_, err := a.client().UpdateAlloc(ctx, &droverv1.UpdateAllocRequest{
+			NodeId: a.node.GetId(), SecretId: a.node.GetSecretId(), Allocs: updates,
+		})
+		return err
+	})
+}
+
+// getAllocs fetches the node's allocations, blocking past minIndex.
+func (a *reconnectAgent) getAllocs(ctx context.Context, minIndex uint64) (*droverv1.GetAllocsResponse, error) {
+	var resp *droverv1.GetAllocsResponse
+	err := until(ctx, func(callCtx context.Context) error {
+		if minIndex > 0 {
+			// A blocking call outlives callTimeout.
+			var cancel context.CancelFunc
+			callCtx, cancel = context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+		}
+		var err error
+		resp, err = a.client().GetAllocs(callCtx, &droverv1.GetAllocsRequest{
+			NodeId: a.node.GetId(), SecretId: a.node.GetSecretId(), MinIndex: minIndex, MaxWait: int64(2 * time.Second),
+		})
+		if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
+			return nil // nothing changed; ask again
+		}
+		return err
+	})
+	return resp, err
+}
+
+// runLoop runs what the servers hand the node until ctx ends.
+func (a *reconnectAgent) runLoop(ctx context.Context) {
+	var minIndex uint64
+	for ctx.Err() == nil {
+		resp, err := a.getAllocs(ctx, minIndex)
+		if err != nil {
+			return
+		}
+		if resp == nil {
+			continue
+		}
+		if err := a.report(ctx, agentUpdates(resp.GetAllocs())); err != nil {
+			return
+		}
+		minIndex = resp.GetIndex()
+	}
+}
+
+// agentUpdates is what an agent reports for the allocations it is handed:
+// those wanted running run, those wanted stopped have stopped. Nothing is
+// reported where the servers already know it.
+func agentUpdates(allocs []*droverv1.Allocation) []*droverv1.AllocClientUpdate {
+	var out []*droverv1.AllocClientUpdate
+	for _, al := range allocs {
+		want := droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
+		if al.ServerTerminal() {
+			want = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE
+		}
+		if al.ClientTerminal() || al.GetClientStatus() == want {
+			continue
+		}
+		out = append(out, &droverv1.AllocClientUpdate{AllocId: al.GetId(), ClientStatus: want})
+	}
+	return out
+}
