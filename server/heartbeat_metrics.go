@@ -18,7 +18,7 @@ var (
 	heartbeatMarkedDesc = prometheus.NewDesc("drover_heartbeat_marked_total",
 		"Expired nodes handed on to be marked down or disconnected.", nil, nil)
 	heartbeatThrottledDesc = prometheus.NewDesc("drover_heartbeat_mass_failure_throttled",
-		"1 while so many nodes miss heartbeats at once that the leader marks them at a throttled rate.", nil, nil)
+		"Whether (1) so many nodes miss heartbeats at once that the leader marks them at a throttled rate.", nil, nil)
 	heartbeatEngagementsDesc = prometheus.NewDesc("drover_heartbeat_mass_failure_engagements_total",
 		"Times the mass-failure guard engaged.", nil, nil)
 )

@@ -91,7 +91,7 @@ func TestMissedHeartbeats(t *testing.T) {
 	metrics := scrape(ctx, t, "http://"+srv.HTTPAddr()+"/metrics")
 	for _, want := range []string{"drover_heartbeat_expired_total", "drover_heartbeat_marked_total", "drover_heartbeats_total",
 		"drover_heartbeat_mass_failure_throttled 0"} {
-		if !strings.Contains(metrics, want) {
+		if !strings.Contains(grepLines(metrics, "drover_"), want) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
@@ -174,4 +174,74 @@ func scrape(ctx context.Context, t *testing.T, url string) string {
 		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
 	}
 	return string(body)
+}
+
+// TestMassFailureGuard stops the heartbeats of a whole fleet at once, as a
+// network fault on the servers' side would. The leader marks the first
+// few, then sees the share of the fleet gone silent, throttles, logs and
+// exposes it; the nodes that heartbeat again before their turn are never
+// marked.
+func TestMassFailureGuard(t *testing.T) {
+	srv := testserver.Start(t, fastHeartbeats, func(cfg *server.Config) {
+		cfg.Heartbeat.MassFailureFraction = 1.0 / 3
+		cfg.Heartbeat.MassFailureWindow = time.Second
+		cfg.Heartbeat.MassFailureMinNodes = 5
+		cfg.Heartbeat.ThrottledMarkRate = 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nodes := droverv1.NewNodeServiceClient(srv.Conn)
+	const fleet = 30
+	var fleetNodes []*droverv1.Node
+	var stops []func()
+	for range fleet {
+		n := mock.Node()
+		fleetNodes = append(fleetNodes, n)
+		stops = append(stops, keepHeartbeating(ctx, t, nodes, n))
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	url := "http://" + srv.HTTPAddr() + "/metrics"
+	waitFor(ctx, t, "the guard to engage", func() bool {
+		return hasLine(scrape(ctx, t, url), "drover_heartbeat_mass_failure_throttled 1")
+	})
+	for _, n := range fleetNodes {
+		defer keepHeartbeating(ctx, t, nodes, n)()
+	}
+	waitFor(ctx, t, "the guard to disengage", func() bool {
+		return hasLine(scrape(ctx, t, url), "drover_heartbeat_mass_failure_throttled 0")
+	})
+	metrics := scrape(ctx, t, url)
+	if !hasLine(metrics, "drover_heartbeat_mass_failure_engagements_total 1") {
+		t.Errorf("want one engagement in:\n%s", grepLines(metrics, "drover_heartbeat"))
+	}
+	down := 0
+	for n := range srv.State().Snapshot().Nodes() {
+		for _, ev := range n.GetEvents() {
+			if strings.Contains(ev.GetMessage(), "heartbeat missed") {
+				down++
+				break
+			}
+		}
+	}
+	t.Logf("%d of %d nodes marked before the guard engaged and while it throttled", down, fleet)
+	if down == 0 || down >= fleet/2 {
+		t.Errorf("%d of %d nodes were marked; want the first few only, the rest back before their turn", down, fleet)
+	}
+}
+
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// hasLine reports whether the metrics text has exactly this sample line.
+func hasLine(text, line string) bool {
+	return strings.Contains("\n"+text, "\n"+line+"\n")
 }
