@@ -94,10 +94,9 @@ func (s *nodeService) UpdateEligibility(ctx context.Context, req *droverv1.Updat
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	snap := s.backend.State().Snapshot()
-	node := snap.NodeByID(req.GetNodeId())
-	if node == nil {
-		return nil, fmt.Errorf("node %s: %w", req.GetNodeId(), state.ErrNotFound)
+	snap, node, err := s.nodeToChange(req.GetNodeId())
+	if err != nil {
+		return nil, err
 	}
 	eligible := req.GetEligibility() == droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_ELIGIBLE
 	if eligible && node.GetDrainStrategy() != nil {
@@ -141,10 +140,9 @@ func (s *nodeService) UpdateDrain(ctx context.Context, req *droverv1.UpdateNodeD
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	snap := s.backend.State().Snapshot()
-	node := snap.NodeByID(req.GetNodeId())
-	if node == nil {
-		return nil, fmt.Errorf("node %s: %w", req.GetNodeId(), state.ErrNotFound)
+	snap, node, err := s.nodeToChange(req.GetNodeId())
+	if err != nil {
+		return nil, err
 	}
 	now := time.Now().UnixNano()
 	entry := &droverv1.NodeDrainEntry{NodeId: node.GetId(), UpdatedAt: now, ExpectedModifyIndex: node.GetModifyIndex()}
@@ -171,6 +169,17 @@ func (s *nodeService) UpdateDrain(ctx context.Context, req *droverv1.UpdateNodeD
 		return nil, err
 	}
 	return &droverv1.UpdateNodeDrainResponse{Index: index, EvalIds: evalIDs(entry.Evals)}, nil
+}
+
+// nodeToChange reads the newest state and the node an operator change is
+// about.
+func (s *nodeService) nodeToChange(id string) (*state.Snapshot, *droverv1.Node, error) {
+	snap := s.backend.State().Snapshot()
+	node := snap.NodeByID(id)
+	if node == nil {
+		return nil, nil, fmt.Errorf("node %s: %w", id, state.ErrNotFound)
+	}
+	return snap, node, nil
 }
 
 func evalIDs(evals []*droverv1.Evaluation) []string {
