@@ -162,6 +162,10 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 // Serve accepts connections on l until Stop.
 func (s *Server) Serve(l net.Listener) error { return s.grpc.Serve(l) }
 
+// BlockingQueries counts the blocking queries (agents' GetAllocs among
+// them) waiting for a change now.
+func (s *Server) BlockingQueries() int64 { return s.services.blocked.Load() }
+
 // SetServing reports the drover services as serving or not in
 // grpc.health.v1; the server calls it as it gains and loses a known leader
 // with caught-up state.

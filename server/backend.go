@@ -34,10 +34,12 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 	if timeout <= 0 {
 		return 0, nil, fmt.Errorf("apply %s: %w", msgType, context.DeadlineExceeded)
 	}
+	start := time.Now()
 	future := s.raft.Raft().Apply(data, timeout)
 	if err := future.Error(); err != nil {
 		return 0, nil, applyError(msgType, err)
 	}
+	s.instr.observeApply(msgType, time.Since(start))
 	resp := future.Response()
 	if err, ok := resp.(error); ok {
 		return future.Index(), nil, err

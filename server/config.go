@@ -59,6 +59,8 @@ type Config struct {
 	// HTTPAddr, if set, is where Prometheus metrics are served (/metrics);
 	// port 0 picks a free port. Empty turns HTTP off.
 	HTTPAddr string
+	// EnablePprof also serves Go's profiles at /debug/pprof/ on HTTPAddr.
+	EnablePprof bool
 	// InfoFile, if set, is written (atomically, as JSON) with the server id
 	// and the bound addresses once the server is serving.
 	InfoFile string
@@ -223,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Heartbeat.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("heartbeat: %w", err))
+	}
+	if c.EnablePprof && c.HTTPAddr == "" {
+		errs = append(errs, errors.New("enable pprof: needs an HTTP address"))
 	}
 	if c.GC.Interval <= 0 || c.GC.BatchSize <= 0 {
 		errs = append(errs, errors.New("gc: interval and batch size must be positive"))

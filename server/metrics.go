@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,17 +17,20 @@ import (
 // newRegistry builds the server's own Prometheus registry (never the
 // global one, so servers in one process do not mix): Go runtime and
 // process metrics, and the server's components.
-func (s *Server) newRegistry() *prometheus.Registry {
+func (s *Server) newRegistry(more ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		s.heartbeats,
 	)
+	reg.MustRegister(s.instr.collectors()...)
+	reg.MustRegister(more...)
 	return reg
 }
 
-// httpServer serves /metrics on the HTTP address when one is configured.
+// httpServer serves /metrics (and, with EnablePprof, /debug/pprof/) on the
+// HTTP address when one is configured.
 type httpServer struct {
 	srv      *http.Server
 	listener net.Listener
@@ -42,6 +46,15 @@ func (s *Server) startHTTP() (*httpServer, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}))
+	if s.cfg.EnablePprof {
+		// Profiles expose internals and cost CPU while taken: only on
+		// request, and only on an address operators chose.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	h := &httpServer{listener: l, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	s.wg.Add(1)
 	go func() {
@@ -76,3 +89,7 @@ func (p slogPrinter) Println(v ...any) { p.s.logger.Error("metrics endpoint", "e
 // HTTPAddr is the bound address of the metrics endpoint, or "" when it is
 // off.
 func (s *Server) HTTPAddr() string { return s.http.addr() }
+
+// Registry is the server's Prometheus registry, for collectors that live
+// outside the server (raft's process-wide metrics).
+func (s *Server) Registry() *prometheus.Registry { return s.metrics }

@@ -42,6 +42,7 @@ type Server struct {
 	listener net.Listener
 	rpcAddr  string
 	metrics  *prometheus.Registry
+	instr    *instruments
 	http     *httpServer
 	security transportSecurity
 
@@ -116,6 +117,7 @@ func New(cfg Config) (s *Server, err error) {
 	cleanups = append(cleanups, func() { _ = s.listener.Close() })
 	s.rpcAddr = advertised(s.listener.Addr().String(), cfg.AdvertiseHost)
 
+	s.instr = newInstruments()
 	s.sched = newScheduling(s)
 	s.heartbeats = newHeartbeats(s)
 	s.gc = &garbageCollector{s: s}
@@ -149,11 +151,12 @@ func New(cfg Config) (s *Server, err error) {
 		return nil, err
 	}
 	cleanups = append(cleanups, func() { _ = s.workers.conn.Close() })
+	schedulingRPC := &schedulingService{sc: s.sched, workers: s.workers}
 	s.rpc = rpc.NewServer(s, s, rpc.Config{
 		Logger:                   s.logger.With("component", "rpc"),
 		UpdateAllocBatchInterval: cfg.UpdateAllocBatchInterval,
 		LeaderHoldTimeout:        cfg.LeaderHoldTimeout,
-		Scheduling:               &schedulingService{sc: s.sched, workers: s.workers},
+		Scheduling:               schedulingRPC,
 		Collector:                s.gc,
 		Credentials:              s.security.listen,
 		PeerCredentials:          s.security.dial,
@@ -161,7 +164,7 @@ func New(cfg Config) (s *Server, err error) {
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
-	s.metrics = s.newRegistry()
+	s.metrics = s.newRegistry(schedulingCollector{stats: schedulingRPC.Stats, rpc: s.rpc})
 	if s.http, err = s.startHTTP(); err != nil {
 		return nil, err
 	}

@@ -41,6 +41,7 @@ func newWorkerPool(s *Server) (*workerPool, error) {
 		Schedulers: cfg.Schedulers,
 		Logger:     s.logger.With("component", "worker"),
 		ServerID:   s.id,
+		Observer:   s.instr.workers,
 	}, client, client, localState{s.state}, newScheduler)
 	if cfg.NumWorkers == 0 {
 		// The pool reads zero as "one per CPU"; here it means none.

@@ -55,6 +55,8 @@ type Config struct {
 	SubmitBackoffBase, SubmitBackoffLimit time.Duration
 	// Logger receives the pool's logs; nil discards them.
 	Logger *slog.Logger
+	// Observer receives step durations for metrics; nil observes nothing.
+	Observer Observer
 	// ServerID names this server in logs.
 	ServerID string
 }
@@ -101,6 +103,9 @@ func (c Config) withDefaults() (Config, error) {
 	defaultDuration(&c.BackoffLimit, DefaultBackoffLimit)
 	defaultDuration(&c.SubmitBackoffBase, DefaultSubmitBackoffBase)
 	defaultDuration(&c.SubmitBackoffLimit, DefaultSubmitBackoffLimit)
+	if c.Observer == nil {
+		c.Observer = noObserver{}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

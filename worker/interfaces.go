@@ -43,3 +43,25 @@ type LocalState interface {
 // NewScheduler makes the scheduler for an evaluation type, working from st
 // and changing the cluster through planner.
 type NewScheduler func(typ droverv1.JobType, st scheduler.State, planner scheduler.Planner) (scheduler.Scheduler, error)
+
+// Observer receives how long a worker's steps took, for metrics. Its
+// methods are called from the workers' goroutines and must not block.
+type Observer interface {
+	// Dequeued: one Dequeue call, and whether it brought an evaluation.
+	Dequeued(d time.Duration, got bool)
+	// WaitedForState: the wait for the local state to reach an
+	// evaluation's index, and whether it did.
+	WaitedForState(d time.Duration, ok bool)
+	// Processed: one evaluation through its scheduler, plans included.
+	Processed(typ droverv1.JobType, d time.Duration, err error)
+	// PlanSubmitted: one plan's round trip to the plan applier.
+	PlanSubmitted(d time.Duration, err error)
+}
+
+// noObserver observes nothing.
+type noObserver struct{}
+
+func (noObserver) Dequeued(time.Duration, bool)                     {}
+func (noObserver) WaitedForState(time.Duration, bool)               {}
+func (noObserver) Processed(droverv1.JobType, time.Duration, error) {}
+func (noObserver) PlanSubmitted(time.Duration, error)               {}

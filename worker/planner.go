@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/scheduler"
@@ -70,7 +71,9 @@ func (p *evalPlanner) submit(ctx context.Context, plan *droverv1.Plan) (*droverv
 	cfg := p.w.cfg
 	for attempt := 0; ; attempt++ {
 		p.w.setStatus(StatusSubmitting)
+		start := time.Now()
 		res, err := p.w.pool.leader.SubmitPlan(ctx, plan)
+		p.w.cfg.Observer.PlanSubmitted(time.Since(start), err)
 		if err == nil && res == nil {
 			err = fmt.Errorf("leader returned no plan result")
 		}

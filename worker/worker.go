@@ -99,7 +99,9 @@ func (w *worker) waitWhilePaused() bool {
 // ok is false when nothing came.
 func (w *worker) dequeue() (ev *droverv1.Evaluation, token string, waitIndex uint64, ok bool) {
 	w.setStatus(StatusRunning)
+	start := time.Now()
 	ev, token, waitIndex, err := w.pool.broker.Dequeue(w.ctx, w.pool.enabled(), w.cfg.DequeueTimeout)
+	w.cfg.Observer.Dequeued(time.Since(start), err == nil && ev != nil)
 	if err != nil {
 		if w.ctx.Err() != nil {
 			return nil, "", 0, false
@@ -136,7 +138,9 @@ func (w *worker) handle(ev *droverv1.Evaluation, token string, waitIndex uint64)
 	defer w.setEval(nil)
 	index := minIndex(ev, waitIndex, w.planIndex)
 	w.setStatus(StatusWaitingForState)
+	start := time.Now()
 	snap, err := w.snapshotAt(w.ctx, index)
+	w.cfg.Observer.WaitedForState(time.Since(start), err == nil)
 	if err != nil {
 		w.nack(ev, token, fmt.Errorf("eval %s: %w", ev.GetId(), err))
 		if errors.Is(err, ErrStateBehind) {
@@ -144,7 +148,10 @@ func (w *worker) handle(ev *droverv1.Evaluation, token string, waitIndex uint64)
 		}
 		return
 	}
-	if err := w.schedule(ev, token, snap); err != nil {
+	start = time.Now()
+	err = w.schedule(ev, token, snap)
+	w.cfg.Observer.Processed(ev.GetType(), time.Since(start), err)
+	if err != nil {
 		w.nack(ev, token, err)
 		return
 	}

@@ -58,6 +58,7 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs.DurationVar(&cfg.Autopilot.UpdateInterval, "autopilot-update-interval", cfg.Autopilot.UpdateInterval, "how often the leader measures every server's health")
 	fs.DurationVar(&cfg.Autopilot.ReconcileInterval, "autopilot-reconcile-interval", cfg.Autopilot.ReconcileInterval, "how often the leader promotes stable servers and removes dead ones")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "serve Prometheus metrics on this address at /metrics (off when empty)")
+	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", cfg.EnablePprof, "also serve Go profiles at /debug/pprof/ on -http-addr")
 	fs.StringVar(&cfg.InfoFile, "info-file", "", "write the server id and bound addresses to this file (JSON) once serving")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "raft entries between snapshots")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often raft checks whether to snapshot")
@@ -138,6 +139,9 @@ func runServer(ctx context.Context, cfg server.Config, logger *slog.Logger) erro
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
+	}
+	if err := wireRaftMetrics(srv.Registry()); err != nil {
+		logger.Warn("raft's own metrics are not exported", "err", err)
 	}
 	select {
 	case sig := <-signals:
