@@ -105,7 +105,8 @@ bench: ## The benchmarks of docs/benchmarks.md (5 runs each) into bench.out, the
 	   $(GO) test -run '^$$' -bench 'PlanResult1000' -benchtime 50x -count 5 ./fsm/state/ && \
 	   $(GO) test -run '^$$' -bench . -benchmem -count 5 ./fsm/events/ && \
 	   $(GO) test -run '^$$' -bench 'ClusterWrites' -benchtime 10000x -count 5 ./test/ && \
-	   $(GO) test -run '^$$' -bench 'Failover' -benchtime 10x -count 1 ./test/ && \
+	   $(GO) test -run '^$$' -bench '^BenchmarkFailover$$' -benchtime 10x -count 1 ./test/ && \
+	   $(GO) test -run '^$$' -bench 'Heartbeats|Failover10k' -benchtime 1x -count 3 -timeout 60m ./test/ && \
 	   $(GO) test -run '^$$' -bench 'WipedServerCatchUp100k' -benchtime 1x -count 5 ./server/ && \
 	   $(GO) test -run '^$$' -bench 'PlaceService' -benchtime 10x -count 5 ./scheduler/ && \
 	   $(GO) test -run '^$$' -bench 'PlacementsEndToEnd' -benchtime 5x -count 3 ./test/ ; } > bench.out 2>&1; \

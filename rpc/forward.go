@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -79,6 +80,9 @@ type forwarder struct {
 	hold    time.Duration
 	// creds secure the connections to the leader.
 	creds credentials.TransportCredentials
+	// stopping is closed when the server shuts down: a call waiting for a
+	// leader gives up at once rather than hold the shutdown up.
+	stopping <-chan struct{}
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -86,12 +90,12 @@ type forwarder struct {
 }
 
 // newForwarder makes a forwarder that dials the leader with creds, or
-// plaintext when creds is nil.
-func newForwarder(c Cluster, logger *slog.Logger, hold time.Duration, creds credentials.TransportCredentials) *forwarder {
+// plaintext when creds is nil, until stopping is closed.
+func newForwarder(c Cluster, logger *slog.Logger, hold time.Duration, creds credentials.TransportCredentials, stopping <-chan struct{}) *forwarder {
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	return &forwarder{cluster: c, logger: logger, hold: hold, creds: creds, conns: make(map[string]*grpc.ClientConn)}
+	return &forwarder{cluster: c, logger: logger, hold: hold, creds: creds, stopping: stopping, conns: make(map[string]*grpc.ClientConn)}
 }
 
 // needsLeader reports whether a call must be answered by the leader.
@@ -131,7 +135,10 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 			// carry a request id.
 			lastErr = fmt.Errorf("leader %s at %s: %w", leader.ID, leader.RPCAddr, err)
 		}
-		if err := waitLeader(ctx, changed, holdUntil, poll); err != nil {
+		if err := waitLeader(ctx, f.stopping, changed, holdUntil, poll); err != nil {
+			if errors.Is(err, errStopping) {
+				return nil, unavailable("server shutting down")
+			}
 			return nil, noLeader(f.hold, lastErr)
 		}
 		poll = min(2*poll, maxLeaderPoll)
@@ -140,8 +147,9 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 
 // waitLeader waits for the leader to change, for a poll interval (the
 // leader's address may arrive without a leader change), or until the hold
-// ends. It fails only when the hold or the call ends.
-func waitLeader(ctx context.Context, changed <-chan struct{}, holdUntil time.Time, poll time.Duration) error {
+// ends. It fails only when the hold or the call ends, or the server stops
+// (errStopping).
+func waitLeader(ctx context.Context, stopping, changed <-chan struct{}, holdUntil time.Time, poll time.Duration) error {
 	left := time.Until(holdUntil)
 	if left <= 0 {
 		return context.DeadlineExceeded
@@ -155,8 +163,13 @@ func waitLeader(ctx context.Context, changed <-chan struct{}, holdUntil time.Tim
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-stopping:
+		return errStopping
 	}
 }
+
+// errStopping ends a wait for a leader when the server shuts down.
+var errStopping = errors.New("server shutting down")
 
 // noLeader is the answer when no leader took the call within the hold.
 func noLeader(hold time.Duration, lastErr error) error {

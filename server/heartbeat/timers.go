@@ -105,9 +105,9 @@ func NewTimers(cfg Config, expire ExpireFunc, logger *slog.Logger) *Timers {
 	}
 }
 
-// Start begins tracking on a new leader: every node in nodeIDs gets exactly
-// cfg.FailoverTTL (no grace, no stagger), so that an election never marks the
-// fleet down. It starts the marker goroutine. ctx ends with leadership; when
+// Start begins tracking on a new leader: every node in nodeIDs gets the
+// failover TTL (no stagger), so that an election never marks the fleet
+// down: cfg.FailoverTTL, or longer for a fleet whose TTLs are longer. It starts the marker goroutine. ctx ends with leadership; when
 // it ends the timers stop as if Stop had been called. Calling Start on
 // started Timers, or with an invalid Config, is an error.
 func (t *Timers) Start(ctx context.Context, nodeIDs []string) error {
@@ -133,9 +133,10 @@ func (t *Timers) Start(ctx context.Context, nodeIDs []string) error {
 	}
 	tm.unwatch = context.AfterFunc(ctx, func() { t.stop(tm) })
 	t.term = tm
+	failover := t.cfg.failoverTTL(len(nodeIDs))
 	for _, id := range nodeIDs {
 		if _, dup := t.nodes[id]; !dup {
-			t.nodes[id] = t.newEntry(id, t.cfg.FailoverTTL)
+			t.nodes[id] = t.newEntry(id, failover)
 		}
 	}
 	go t.mark(markCtx, tm)

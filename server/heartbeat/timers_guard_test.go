@@ -13,8 +13,9 @@ import (
 // that heartbeat get a TTL far beyond the test.
 func guardConfig() Config {
 	return Config{
-		MinTTL:              10 * time.Second,
-		MaxPerSecond:        50,
+		MinTTL: 10 * time.Second,
+		// So high that the fleet never lengthens TTLs or the failover TTL.
+		MaxPerSecond:        1e6,
 		Grace:               time.Second,
 		FailoverTTL:         50 * time.Millisecond,
 		MassFailureFraction: 1.0 / 3,
@@ -166,6 +167,7 @@ func TestSmallFleetNeverThrottles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.FailoverTTL = 20 * time.Millisecond
+			cfg.MaxPerSecond = 1e6 // the fleet must not lengthen the failover TTL
 			expire, calls := recordingExpire(false)
 			nodes := fleet(tt.nodes)
 			timers := startTimers(t, cfg, expire, nil, nodes...)

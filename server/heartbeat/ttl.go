@@ -106,3 +106,20 @@ func (c Config) baseTTL(nodes int) time.Duration {
 	}
 	return base
 }
+
+// failoverTTL is the timer every node gets when a server becomes leader:
+// FailoverTTL, unless the fleet is so large that its nodes may have been
+// handed longer intervals (up to twice the fleet-driven base TTL, with the
+// stagger); then that plus the grace. With the defaults a fleet past 7,500
+// nodes has intervals beyond 5 minutes, and a flat 5 minutes would mark
+// some of it down after every election.
+func (c Config) failoverTTL(nodes int) time.Duration {
+	if c.MaxPerSecond <= 0 {
+		return c.FailoverTTL
+	}
+	longest := 2 * time.Duration(float64(nodes)/c.MaxPerSecond*float64(time.Second))
+	if longest > c.FailoverTTL {
+		return longest + c.Grace
+	}
+	return c.FailoverTTL
+}

@@ -60,3 +60,23 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestFailoverTTLCoversLongTTLs checks that the failover TTL never falls
+// short of the longest TTL a node of the fleet may hold.
+func TestFailoverTTLCoversLongTTLs(t *testing.T) {
+	cfg := DefaultConfig()
+	cases := []struct {
+		nodes int
+		want  time.Duration
+	}{
+		{0, 5 * time.Minute},
+		{1000, 5 * time.Minute},    // TTLs up to 40s
+		{10000, 410 * time.Second}, // base 200s: TTLs up to 400s, plus the 10s grace
+		{50000, 2*1000*time.Second + 10*time.Second},
+	}
+	for _, tc := range cases {
+		if got := cfg.failoverTTL(tc.nodes); got != tc.want {
+			t.Errorf("failoverTTL(%d) = %s, want %s", tc.nodes, got, tc.want)
+		}
+	}
+}

@@ -107,6 +107,17 @@ func (s *Server) Dial(opts ...grpc.DialOption) *grpc.ClientConn {
 	return conn
 }
 
+// Pid returns the process id of the current (or last) run, or 0 if the
+// server was never started; benchmarks read its CPU time from /proc.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Running reports whether the server's process has been started and has
 // not exited. A paused process is running.
 func (s *Server) Running() bool {

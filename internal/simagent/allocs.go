@@ -1,0 +1,224 @@
+package simagent
+
+import (
+	"sync"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// simAlloc is what an agent knows of one of its allocations.
+type simAlloc struct {
+	// status is what the allocation does here; reported is the last
+	// status the servers acknowledged, at raft index ackIndex.
+	status   droverv1.AllocClientStatus
+	reported droverv1.AllocClientStatus
+	ackIndex uint64
+	batch    bool
+	// next is when status moves on by itself (unix nanoseconds), 0 never.
+	next int64
+}
+
+func (a *simAlloc) dirty() bool { return a.status != a.reported }
+
+// allocSet is an agent's allocations and the simulated life of each: pending
+// once the servers place it, running after startDelay, complete after
+// batchRun for batch work or once the servers want it stopped. It only
+// decides; the agent calls the servers.
+type allocSet struct {
+	startDelay int64
+	batchRun   int64
+
+	mu sync.Mutex
+	m  map[string]*simAlloc
+}
+
+func newAllocSet(startDelay, batchRun int64) *allocSet {
+	return &allocSet{startDelay: startDelay, batchRun: batchRun, m: make(map[string]*simAlloc)}
+}
+
+// change says what an update of the set calls for: whether there are
+// reports to send, and when the set next moves on by itself (0 never).
+type change struct {
+	dirty bool
+	next  int64
+}
+
+// apply merges the servers' view of the node's allocations at time now.
+func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
+	batchJobs := make(map[string]bool)
+	for _, j := range resp.GetJobs() {
+		if j.GetType() == droverv1.JobType_JOB_TYPE_BATCH {
+			batchJobs[j.GetId()] = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	present := make(map[string]bool, len(resp.GetAllocs()))
+	for _, a := range resp.GetAllocs() {
+		present[a.GetId()] = true
+		s.merge(a, batchJobs[a.GetJobId()], now)
+	}
+	for id, a := range s.m {
+		// Collected by the servers after this agent's final report.
+		if !present[id] && a.status.IsClientTerminal() && !a.dirty() {
+			delete(s.m, id)
+		}
+	}
+	return s.changeLocked(now)
+}
+
+// merge applies one allocation as the servers see it.
+func (s *allocSet) merge(a *droverv1.Allocation, batch bool, now int64) {
+	id := a.GetId()
+	local := s.m[id]
+	switch {
+	case a.ClientTerminal():
+		// Finished by this agent's report, or lost while the node was
+		// away (the servers replaced it; the agent stops it).
+		delete(s.m, id)
+	case local == nil && a.ServerTerminal():
+		// Stopped before this agent started it.
+		s.m[id] = &simAlloc{status: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, batch: batch}
+	case local == nil:
+		s.m[id] = s.adopt(a, batch, now)
+	case a.ServerTerminal():
+		if !local.status.IsClientTerminal() {
+			local.status, local.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, 0
+		}
+	case !local.dirty() && a.GetModifyIndex() >= local.ackIndex && a.GetClientStatus() != local.status:
+		// The servers' view differs from what they acknowledged (they
+		// marked it unknown while the node was away): say it again. An
+		// answer older than the acknowledgement proves nothing.
+		local.reported = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED
+	}
+}
+
+// adopt starts tracking an allocation the agent has not seen: a new one
+// starts pending; one the servers already believe runs (an agent that
+// restarted) runs, and is reported again if the servers doubt it.
+func (s *allocSet) adopt(a *droverv1.Allocation, batch bool, now int64) *simAlloc {
+	local := &simAlloc{batch: batch}
+	switch a.GetClientStatus() {
+	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING:
+		local.status, local.reported, local.ackIndex = a.GetClientStatus(), a.GetClientStatus(), a.GetModifyIndex()
+		s.runFrom(local, now)
+	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
+		local.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
+		s.runFrom(local, now)
+	default:
+		local.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
+		local.next = now + s.startDelay
+	}
+	return local
+}
+
+// runFrom makes a running allocation finish after the batch run time, if
+// it is batch work.
+func (s *allocSet) runFrom(a *simAlloc, now int64) {
+	a.next = 0
+	if a.batch {
+		a.next = now + s.batchRun
+	}
+}
+
+// advance moves on every allocation whose time has come.
+func (s *allocSet) advance(now int64) change {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.m {
+		if a.next == 0 || a.next > now {
+			continue
+		}
+		switch a.status {
+		case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING:
+			a.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
+			s.runFrom(a, now)
+		case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING:
+			a.status, a.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, 0
+		default:
+			a.next = 0
+		}
+	}
+	return s.changeLocked(now)
+}
+
+func (s *allocSet) changeLocked(now int64) change {
+	var c change
+	for _, a := range s.m {
+		c.dirty = c.dirty || a.dirty()
+		if a.next != 0 && (c.next == 0 || a.next < c.next) {
+			c.next = a.next
+		}
+	}
+	if c.next != 0 {
+		c.next = max(c.next, now)
+	}
+	return c
+}
+
+// reports returns the changes the servers have not acknowledged.
+func (s *allocSet) reports() []*droverv1.AllocClientUpdate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*droverv1.AllocClientUpdate
+	for id, a := range s.m {
+		if a.dirty() {
+			out = append(out, &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: a.status})
+		}
+	}
+	return out
+}
+
+// acked records reports the servers wrote at index, and forgets the
+// allocations they no longer know. It returns whether changes remain.
+func (s *allocSet) acked(sent []*droverv1.AllocClientUpdate, index uint64, unknown []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range sent {
+		if a := s.m[u.GetAllocId()]; a != nil && a.status == u.GetClientStatus() {
+			a.reported, a.ackIndex = a.status, index
+		}
+	}
+	for _, id := range unknown {
+		delete(s.m, id)
+	}
+	return s.hasReportsLocked()
+}
+
+// resync marks every allocation that still runs here to be reported
+// again, as after the node was away: the servers admit it back only after a
+// report. Finished ones the servers acknowledged need no word.
+func (s *allocSet) resync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.m {
+		if !a.status.IsClientTerminal() {
+			a.reported = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED
+		}
+	}
+}
+
+// hasReports reports whether there are changes to send.
+func (s *allocSet) hasReports() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hasReportsLocked()
+}
+
+func (s *allocSet) hasReportsLocked() bool {
+	for _, a := range s.m {
+		if a.dirty() {
+			return true
+		}
+	}
+	return false
+}
+
+// count adds the number of allocations in each status to into.
+func (s *allocSet) count(into map[droverv1.AllocClientStatus]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.m {
+		into[a.status]++
+	}
+}

@@ -1,0 +1,223 @@
+package simagent
+
+import (
+	"maps"
+	"testing"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+const (
+	pending  = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
+	running  = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
+	complete = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE
+	lost     = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST
+	unknown  = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN
+	none     = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED
+
+	run  = droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN
+	stop = droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP
+
+	startDelay = 100
+	batchRun   = 1000
+	now        = 10_000
+)
+
+// serverAlloc is an allocation as GetAllocs returns it; job "b" is batch.
+func serverAlloc(id, job string, desired droverv1.AllocDesiredStatus, client droverv1.AllocClientStatus, modify uint64) *droverv1.Allocation {
+	return &droverv1.Allocation{Id: id, JobId: job, DesiredStatus: desired, ClientStatus: client, ModifyIndex: modify}
+}
+
+func answer(allocs ...*droverv1.Allocation) *droverv1.GetAllocsResponse {
+	return &droverv1.GetAllocsResponse{
+		Allocs: allocs,
+		Jobs: []*droverv1.Job{
+			{Id: "s", Type: droverv1.JobType_JOB_TYPE_SERVICE},
+			{Id: "b", Type: droverv1.JobType_JOB_TYPE_BATCH},
+		},
+	}
+}
+
+func setOf(m map[string]simAlloc) *allocSet {
+	s := newAllocSet(startDelay, batchRun)
+	for id, a := range m {
+		s.m[id] = &a
+	}
+	return s
+}
+
+func checkSet(t *testing.T, s *allocSet, want map[string]simAlloc) {
+	t.Helper()
+	got := make(map[string]simAlloc, len(s.m))
+	for id, a := range s.m {
+		got[id] = *a
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("allocations\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestAllocSetApply(t *testing.T) {
+	acked := func(st droverv1.AllocClientStatus, index uint64) simAlloc {
+		return simAlloc{status: st, reported: st, ackIndex: index}
+	}
+	for _, tc := range []struct {
+		name   string
+		local  map[string]simAlloc
+		answer *droverv1.GetAllocsResponse
+		want   map[string]simAlloc
+		change change
+	}{{
+		name:   "a new allocation starts pending and is reported",
+		answer: answer(serverAlloc("a", "s", run, pending, 5)),
+		want:   map[string]simAlloc{"a": {status: pending, next: now + startDelay}},
+		change: change{dirty: true, next: now + startDelay},
+	}, {
+		name:   "an allocation the servers believe running is adopted as running",
+		answer: answer(serverAlloc("a", "s", run, running, 5)),
+		want:   map[string]simAlloc{"a": acked(running, 5)},
+	}, {
+		name:   "adopted running batch work finishes after its run time",
+		answer: answer(serverAlloc("a", "b", run, running, 5)),
+		want:   map[string]simAlloc{"a": {status: running, reported: running, ackIndex: 5, batch: true, next: now + batchRun}},
+		change: change{next: now + batchRun},
+	}, {
+		name:   "an unknown allocation is adopted running and reported again",
+		answer: answer(serverAlloc("a", "s", run, unknown, 5)),
+		want:   map[string]simAlloc{"a": {status: running}},
+		change: change{dirty: true},
+	}, {
+		name:   "an allocation stopped before it started is reported complete",
+		answer: answer(serverAlloc("a", "s", stop, pending, 5)),
+		want:   map[string]simAlloc{"a": {status: complete}},
+		change: change{dirty: true},
+	}, {
+		name:   "a running allocation the servers want stopped completes",
+		local:  map[string]simAlloc{"a": acked(running, 5)},
+		answer: answer(serverAlloc("a", "s", stop, running, 7)),
+		want:   map[string]simAlloc{"a": {status: complete, reported: running, ackIndex: 5}},
+		change: change{dirty: true},
+	}, {
+		name:   "a pending allocation the servers want stopped completes at once",
+		local:  map[string]simAlloc{"a": {status: pending, reported: pending, ackIndex: 5, next: now + 50}},
+		answer: answer(serverAlloc("a", "s", stop, pending, 7)),
+		want:   map[string]simAlloc{"a": {status: complete, reported: pending, ackIndex: 5}},
+		change: change{dirty: true},
+	}, {
+		name:   "the servers doubting an acknowledged status hear it again",
+		local:  map[string]simAlloc{"a": acked(running, 10)},
+		answer: answer(serverAlloc("a", "s", run, unknown, 12)),
+		want:   map[string]simAlloc{"a": {status: running, ackIndex: 10}},
+		change: change{dirty: true},
+	}, {
+		name:   "an answer older than the acknowledgement changes nothing",
+		local:  map[string]simAlloc{"a": acked(running, 10)},
+		answer: answer(serverAlloc("a", "s", run, pending, 8)),
+		want:   map[string]simAlloc{"a": acked(running, 10)},
+	}, {
+		name:   "a change not yet acknowledged is not sent twice",
+		local:  map[string]simAlloc{"a": {status: running, reported: pending, ackIndex: 5}},
+		answer: answer(serverAlloc("a", "s", run, pending, 5)),
+		want:   map[string]simAlloc{"a": {status: running, reported: pending, ackIndex: 5}},
+		change: change{dirty: true},
+	}, {
+		name:   "a finished allocation the servers recorded is forgotten",
+		local:  map[string]simAlloc{"a": acked(complete, 9)},
+		answer: answer(serverAlloc("a", "s", stop, complete, 9)),
+		want:   map[string]simAlloc{},
+	}, {
+		name:   "a lost allocation is forgotten",
+		local:  map[string]simAlloc{"a": acked(running, 3)},
+		answer: answer(serverAlloc("a", "s", run, lost, 9)),
+		want:   map[string]simAlloc{},
+	}, {
+		name: "collected allocations are forgotten once reported, live ones kept",
+		local: map[string]simAlloc{
+			"done":    acked(complete, 3),
+			"unsent":  {status: complete, reported: running},
+			"running": acked(running, 3),
+		},
+		answer: answer(),
+		want: map[string]simAlloc{
+			"unsent":  {status: complete, reported: running},
+			"running": acked(running, 3),
+		},
+		change: change{dirty: true},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setOf(tc.local)
+			if got := s.apply(tc.answer, now); got != tc.change {
+				t.Errorf("change %+v, want %+v", got, tc.change)
+			}
+			checkSet(t, s, tc.want)
+		})
+	}
+}
+
+func TestAllocSetAdvance(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		local  map[string]simAlloc
+		want   map[string]simAlloc
+		change change
+	}{{
+		name:   "pending service work starts running for good",
+		local:  map[string]simAlloc{"a": {status: pending, reported: pending, next: now}},
+		want:   map[string]simAlloc{"a": {status: running, reported: pending}},
+		change: change{dirty: true},
+	}, {
+		name:   "pending batch work starts running until its run time",
+		local:  map[string]simAlloc{"a": {status: pending, reported: pending, batch: true, next: now - 1}},
+		want:   map[string]simAlloc{"a": {status: running, reported: pending, batch: true, next: now + batchRun}},
+		change: change{dirty: true, next: now + batchRun},
+	}, {
+		name:   "batch work completes at its time",
+		local:  map[string]simAlloc{"a": {status: running, reported: running, batch: true, next: now}},
+		want:   map[string]simAlloc{"a": {status: complete, reported: running, batch: true}},
+		change: change{dirty: true},
+	}, {
+		name:   "work whose time has not come waits",
+		local:  map[string]simAlloc{"a": {status: pending, reported: pending, next: now + 5}},
+		want:   map[string]simAlloc{"a": {status: pending, reported: pending, next: now + 5}},
+		change: change{next: now + 5},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setOf(tc.local)
+			if got := s.advance(now); got != tc.change {
+				t.Errorf("change %+v, want %+v", got, tc.change)
+			}
+			checkSet(t, s, tc.want)
+		})
+	}
+}
+
+func TestAllocSetReportsAndAcks(t *testing.T) {
+	s := setOf(map[string]simAlloc{
+		"a": {status: running, reported: pending},
+		"b": {status: complete, reported: running},
+		"c": {status: running, reported: running, ackIndex: 4},
+		"d": {status: complete, reported: complete, ackIndex: 4},
+	})
+	sent := s.reports()
+	if len(sent) != 2 {
+		t.Fatalf("reports %v, want a and b", sent)
+	}
+	s.m["a"].status = complete // changed while the report was in flight
+	if more := s.acked(sent, 9, []string{"b"}); !more {
+		t.Error("acked says nothing remains, want a's completion")
+	}
+	checkSet(t, s, map[string]simAlloc{
+		"a": {status: complete, reported: pending},
+		"c": {status: running, reported: running, ackIndex: 4},
+		"d": {status: complete, reported: complete, ackIndex: 4},
+	})
+	s.resync() // d finished and was acknowledged: it is not sent again
+	if !s.hasReports() || len(s.reports()) != 2 {
+		t.Errorf("after resync: reports %v, want a and c", s.reports())
+	}
+	counts := make(map[droverv1.AllocClientStatus]int)
+	s.count(counts)
+	if want := map[droverv1.AllocClientStatus]int{complete: 2, running: 1}; !maps.Equal(counts, want) {
+		t.Errorf("count %v, want %v", counts, want)
+	}
+}

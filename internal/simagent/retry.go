@@ -1,0 +1,73 @@
+package simagent
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// remedy is what an agent does about a failed call.
+type remedy int
+
+const (
+	// elsewhere: the server is down, has no leader, or did not answer in
+	// time; try the next server after a backoff.
+	elsewhere remedy = iota
+	// reregister: the servers do not know the node (it was collected).
+	reregister
+	// heartbeatFirst: the node is down or disconnected; a heartbeat must
+	// come before allocation reports.
+	heartbeatFirst
+	// sameServer: the call was refused for what it carried (a bug of the
+	// simulator, a wrong secret); retrying elsewhere would not help.
+	sameServer
+)
+
+// remedyFor classifies a call's error by its gRPC code.
+func remedyFor(err error) remedy {
+	switch status.Code(err) {
+	case codes.NotFound:
+		return reregister
+	case codes.FailedPrecondition:
+		return heartbeatFirst
+	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.AlreadyExists, codes.OutOfRange:
+		return sameServer
+	}
+	// Unavailable (no leader, connection refused), DeadlineExceeded (the
+	// server hung), ResourceExhausted, Internal, Unknown, Aborted.
+	return elsewhere
+}
+
+// retryHint returns the delay a server suggested with its error (gRPC
+// RetryInfo), or zero.
+func retryHint(err error) time.Duration {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
+}
+
+// backoffDelay is the pause before retry number failures (counting from
+// one): lo doubling up to hi, at least the server's hint (capped at hi, as
+// hints are followed loosely), with a random quarter taken off so that
+// agents that failed together do not retry together.
+func backoffDelay(failures int, lo, hi, hint time.Duration) time.Duration {
+	d := lo
+	for i := 1; i < failures && d < hi; i++ {
+		d *= 2
+	}
+	d = max(min(d, hi), min(hint, hi))
+	if d <= 0 {
+		return 0
+	}
+	return d - rand.N(d/4+1)
+}
