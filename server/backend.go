@@ -39,7 +39,7 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 	if err := future.Error(); err != nil {
 		return 0, nil, applyError(msgType, err)
 	}
-	s.instr.observeApply(msgType, time.Since(start))
+	s.instr.observeApply(msgType, len(data), time.Since(start))
 	resp := future.Response()
 	if err, ok := resp.(error); ok {
 		return future.Index(), nil, err

@@ -92,7 +92,7 @@ func TestMissedHeartbeats(t *testing.T) {
 	for _, want := range []string{"drover_heartbeat_expired_total", "drover_heartbeat_marked_total", "drover_heartbeats_total",
 		"drover_heartbeat_mass_failure_throttled 0",
 		// The scheduling path ran too: a job was placed.
-		`drover_raft_apply_seconds_count{type="PlanResult"}`, `drover_worker_process_seconds_count{outcome="ok",scheduler="service"}`,
+		`drover_raft_apply_seconds_count{type="PlanResult"}`, `drover_raft_entry_bytes_proposed_total{type="PlanResult"}`, `drover_worker_process_seconds_count{outcome="ok",scheduler="service"}`,
 		"drover_worker_dequeue_seconds_count", "drover_worker_plan_submit_seconds_count", `drover_broker_evals{state="ready"}`,
 		"drover_plans_applied_total", "drover_plan_queue_depth", "drover_blocking_queries", `drover_blocked_evals{kind="escaped"}`} {
 		if !strings.Contains(grepLines(metrics, "drover_"), want) {

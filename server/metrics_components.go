@@ -17,6 +17,8 @@ var durationBuckets = prometheus.ExponentialBuckets(0.0001, 2, 19)
 // that feed them.
 type instruments struct {
 	apply   *prometheus.HistogramVec
+	entries *prometheus.CounterVec
+	bytes   *prometheus.CounterVec
 	workers *workerMetrics
 }
 
@@ -26,17 +28,26 @@ func newInstruments() *instruments {
 			Name: "drover_raft_apply_seconds", Help: "Time from proposing a raft entry to this server having applied it, by entry type.",
 			Buckets: durationBuckets,
 		}, []string{"type"}),
+		entries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "drover_raft_entries_proposed_total", Help: "Raft entries this server proposed and saw applied, by type (the leader proposes them all).",
+		}, []string{"type"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "drover_raft_entry_bytes_proposed_total", Help: "Bytes of the raft entries this server proposed and saw applied, by type.",
+		}, []string{"type"}),
 		workers: newWorkerMetrics(),
 	}
 }
 
-// observeApply records one raft apply.
-func (in *instruments) observeApply(msgType droverv1.MessageType, d time.Duration) {
-	in.apply.WithLabelValues(msgType.String()).Observe(d.Seconds())
+// observeApply records one raft apply of size bytes.
+func (in *instruments) observeApply(msgType droverv1.MessageType, size int, d time.Duration) {
+	typ := msgType.String()
+	in.apply.WithLabelValues(typ).Observe(d.Seconds())
+	in.entries.WithLabelValues(typ).Inc()
+	in.bytes.WithLabelValues(typ).Add(float64(size))
 }
 
 func (in *instruments) collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{in.apply}, in.workers.collectors()...)
+	return append([]prometheus.Collector{in.apply, in.entries, in.bytes}, in.workers.collectors()...)
 }
 
 // workerMetrics implements worker.Observer with histograms.
