@@ -1,6 +1,9 @@
 package server
 
 import (
+	"log/slog"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,5 +39,29 @@ func TestConfigValidateRaftSettings(t *testing.T) {
 				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestNewFailsCleanlyOnBusyPort checks that a dev server whose port is
+// taken returns an error, without panicking, and leaves no data dir.
+func TestNewFailsCleanlyOnBusyPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cfg := DefaultConfig()
+	cfg.Dev = true
+	cfg.RPCAddr = l.Addr().String()
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the dev data dir goes
+	if _, err := New(cfg); err == nil {
+		t.Fatal("New on a busy port succeeded")
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "drover-dev-*"))
+	if len(left) > 0 {
+		t.Errorf("the failed start left %v behind", left)
 	}
 }

@@ -208,7 +208,7 @@ func (s *Server) leaderDuties() []LeaderDuty {
 // fatal: the others elect a leader anyway.
 func (s *Server) handOffLeadership() {
 	r := s.raft.Raft()
-	if r.State() != raft.Leader {
+	if r.State() != raft.Leader || !s.hasOtherVoters() {
 		return
 	}
 	s.logger.Info("transferring leadership before shutdown")
@@ -233,4 +233,19 @@ func (s *Server) handOffLeadership() {
 			return
 		}
 	}
+}
+
+// hasOtherVoters reports whether any voter besides this server could take
+// leadership over.
+func (s *Server) hasOtherVoters() bool {
+	conf, err := s.configuration()
+	if err != nil {
+		return false
+	}
+	for _, srv := range conf.Servers {
+		if srv.Suffrage == raft.Voter && string(srv.ID) != s.id {
+			return true
+		}
+	}
+	return false
 }

@@ -83,7 +83,8 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	s = &Server{cfg: cfg, logger: logger, security: security, shutdownCh: make(chan struct{}), leader: newLeadership(), peers: newPeers(security.dial)}
 
-	// Undo what was started if a later step fails.
+	// Undo what was started if a later step fails. Cleanups must not read
+	// s: the named result is nil by the time they run.
 	var cleanups []func()
 	defer func() {
 		if err != nil {
@@ -99,7 +100,8 @@ func New(cfg Config) (s *Server, err error) {
 		return nil, err
 	}
 	if cfg.Dev {
-		cleanups = append(cleanups, func() { _ = os.RemoveAll(s.dataDir) })
+		dir := s.dataDir
+		cleanups = append(cleanups, func() { _ = os.RemoveAll(dir) })
 	}
 	if s.id, err = serverID(s.dataDir, cfg.ServerID); err != nil {
 		return nil, err
@@ -114,7 +116,8 @@ func New(cfg Config) (s *Server, err error) {
 	if s.listener, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
 		return nil, fmt.Errorf("listen for gRPC on %s: %w", cfg.RPCAddr, err)
 	}
-	cleanups = append(cleanups, func() { _ = s.listener.Close() })
+	listener := s.listener
+	cleanups = append(cleanups, func() { _ = listener.Close() })
 	s.rpcAddr = advertised(s.listener.Addr().String(), cfg.AdvertiseHost)
 
 	s.instr = newInstruments()
@@ -145,12 +148,14 @@ func New(cfg Config) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cleanups = append(cleanups, func() { _ = s.raft.Shutdown() })
+	node := s.raft
+	cleanups = append(cleanups, func() { _ = node.Shutdown() })
 
 	if s.workers, err = newWorkerPool(s); err != nil {
 		return nil, err
 	}
-	cleanups = append(cleanups, func() { _ = s.workers.conn.Close() })
+	workerConn := s.workers.conn
+	cleanups = append(cleanups, func() { _ = workerConn.Close() })
 	schedulingRPC := &schedulingService{sc: s.sched, workers: s.workers}
 	s.rpc = rpc.NewServer(s, s, rpc.Config{
 		Logger:                   s.logger.With("component", "rpc"),
