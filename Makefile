@@ -33,10 +33,8 @@ help: ## Show this help
 build: ## Build the static binary bin/drover (version stamped from git describe)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/drover
 
-run: build ## Build, then run a dev server in the foreground (Ctrl-C stops it)
-	@echo 'drover dev server: gRPC on 127.0.0.1:4650, data in a temporary directory removed on exit.'
-	@echo 'Try (README.md has more):  go run github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3 -plaintext localhost:4650 list'
-	./$(BIN) server -dev
+run: ## Run a dev server, 5 simulated nodes and a sample job in the foreground (Ctrl-C stops all, removes the data)
+	$(GO) run ./cmd/drover dev
 
 test: ## Everything CI runs: fmt-check, vet, proto-check, go test -race, fuzz
 	@$(MAKE) --no-print-directory fmt-check

@@ -41,9 +41,13 @@ type Agent struct {
 
 	// allocs is nil for heartbeat-only agents.
 	allocs *allocSet
+	// fault is nil unless the agent is flaky (faults.go).
+	fault *faultState
 }
 
-func newAgent(f *Fleet, n Node, i int) *Agent {
+// newAgent prepares the agent of node n, number i of the fleet, of which
+// flaky nodes are flaky.
+func newAgent(f *Fleet, n Node, i, flaky int) *Agent {
 	// Agents spread over the servers first, then over each server's
 	// connections.
 	servers := len(f.cfg.Servers)
@@ -53,7 +57,10 @@ func newAgent(f *Fleet, n Node, i int) *Agent {
 		a.slots[k] = slot{agent: a, kind: taskKind(k), index: -1}
 	}
 	if !f.cfg.HeartbeatOnly {
-		a.allocs = newAllocSet(int64(f.cfg.StartDelay), int64(f.cfg.BatchRunTime))
+		a.allocs = newAllocSet(int64(f.cfg.StartDelay), int64(f.cfg.BatchRunTime), f.cfg.FailureRate)
+	}
+	if rank, ok := f.cfg.Faults.Flaky(i); ok {
+		a.fault = newFaultState(f.cfg.Faults, rank, flaky)
 	}
 	return a
 }
@@ -111,13 +118,18 @@ func (a *Agent) register(ctx context.Context) (int64, bool) {
 		return a.retryAt(taskRegister, srv, err), true
 	}
 	a.failures[taskRegister] = 0
+	a.registered(resp)
+	a.schedule(taskHeartbeat, time.Now().UnixNano())
+	a.startPolling()
+	return 0, false
+}
+
+// registered takes in the servers' answer to a registration.
+func (a *Agent) registered(resp *droverv1.RegisterNodeResponse) {
 	a.f.stats.registrations.Add(1)
 	a.f.pool.learn(resp.GetServers())
 	a.status.Store(int32(resp.GetStatus()))
 	a.fresh.Store(true)
-	a.schedule(taskHeartbeat, time.Now().UnixNano())
-	a.startPolling(ctx)
-	return 0, false
 }
 
 // heartbeat sends Node.UpdateStatus and schedules the next one at a random
@@ -146,12 +158,18 @@ func (a *Agent) heartbeat(ctx context.Context) (int64, bool) {
 		return a.retryAt(taskHeartbeat, srv, err), true
 	}
 	a.failures[taskHeartbeat] = 0
+	return a.beatAccepted(sent, resp), true
+}
+
+// beatAccepted takes in the servers' answer to a heartbeat sent at sent,
+// and returns when to send the next.
+func (a *Agent) beatAccepted(sent time.Time, resp *droverv1.UpdateNodeStatusResponse) int64 {
 	a.f.stats.heartbeatsOK.Add(1)
 	a.lastOK.Store(sent.UnixNano())
 	a.f.pool.learn(resp.GetServers())
 	a.status.Store(int32(resp.GetStatus()))
 	a.afterHeartbeat(resp.GetStatus())
-	return a.nextHeartbeat(time.Duration(resp.GetHeartbeatTtl())), true
+	return a.nextHeartbeat(time.Duration(resp.GetHeartbeatTtl()))
 }
 
 // nextHeartbeat picks when to heartbeat within ttl: early enough that the

@@ -1,6 +1,7 @@
 package simagent
 
 import (
+	"hash/fnv"
 	"sync"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -14,6 +15,9 @@ type simAlloc struct {
 	reported droverv1.AllocClientStatus
 	ackIndex uint64
 	batch    bool
+	// fails makes the allocation fail where it would run (service) or
+	// complete (batch): see Fails.
+	fails bool
 	// next is when status moves on by itself (unix nanoseconds), 0 never.
 	next int64
 }
@@ -25,15 +29,16 @@ func (a *simAlloc) dirty() bool { return a.status != a.reported }
 // batchRun for batch work or once the servers want it stopped. It only
 // decides; the agent calls the servers.
 type allocSet struct {
-	startDelay int64
-	batchRun   int64
+	startDelay  int64
+	batchRun    int64
+	failureRate float64
 
 	mu sync.Mutex
 	m  map[string]*simAlloc
 }
 
-func newAllocSet(startDelay, batchRun int64) *allocSet {
-	return &allocSet{startDelay: startDelay, batchRun: batchRun, m: make(map[string]*simAlloc)}
+func newAllocSet(startDelay, batchRun int64, failureRate float64) *allocSet {
+	return &allocSet{startDelay: startDelay, batchRun: batchRun, failureRate: failureRate, m: make(map[string]*simAlloc)}
 }
 
 // change says what an update of the set calls for: whether there are
@@ -97,7 +102,7 @@ func (s *allocSet) merge(a *droverv1.Allocation, batch bool, now int64) {
 // starts pending; one the servers already believe runs (an agent that
 // restarted) runs, and is reported again if the servers doubt it.
 func (s *allocSet) adopt(a *droverv1.Allocation, batch bool, now int64) *simAlloc {
-	local := &simAlloc{batch: batch}
+	local := &simAlloc{batch: batch, fails: Fails(a.GetId(), s.failureRate)}
 	switch a.GetClientStatus() {
 	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING:
 		local.status, local.reported, local.ackIndex = a.GetClientStatus(), a.GetClientStatus(), a.GetModifyIndex()
@@ -131,15 +136,43 @@ func (s *allocSet) advance(now int64) change {
 		}
 		switch a.status {
 		case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING:
+			if a.fails && !a.batch {
+				a.status, a.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED, 0
+				continue
+			}
 			a.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
 			s.runFrom(a, now)
 		case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING:
 			a.status, a.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, 0
+			if a.fails {
+				a.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED
+			}
 		default:
 			a.next = 0
 		}
 	}
 	return s.changeLocked(now)
+}
+
+// Fails reports whether the allocation id fails with failure rate rate:
+// whether its hash (FNV-1a, its bits mixed by murmur3's finalizer so that
+// similar ids spread), as a fraction of 2^64, is below rate.
+func Fails(id string, rate float64) bool {
+	switch {
+	case rate <= 0:
+		return false
+	case rate >= 1:
+		return true
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return float64(x) < rate*(1<<64)
 }
 
 func (s *allocSet) changeLocked(now int64) change {

@@ -1,6 +1,7 @@
 package simagent
 
 import (
+	"fmt"
 	"maps"
 	"testing"
 
@@ -39,7 +40,7 @@ func answer(allocs ...*droverv1.Allocation) *droverv1.GetAllocsResponse {
 }
 
 func setOf(m map[string]simAlloc) *allocSet {
-	s := newAllocSet(startDelay, batchRun)
+	s := newAllocSet(startDelay, batchRun, 0)
 	for id, a := range m {
 		s.m[id] = &a
 	}
@@ -219,5 +220,79 @@ func TestAllocSetReportsAndAcks(t *testing.T) {
 	s.count(counts)
 	if want := map[droverv1.AllocClientStatus]int{complete: 2, running: 1}; !maps.Equal(counts, want) {
 		t.Errorf("count %v, want %v", counts, want)
+	}
+}
+
+func TestFailsIsDeterministicAndProportional(t *testing.T) {
+	failed := 0
+	for i := range 10000 {
+		id := fmt.Sprintf("alloc-%d", i)
+		f := Fails(id, 0.2)
+		if f != Fails(id, 0.2) {
+			t.Fatalf("Fails(%s) changed its answer", id)
+		}
+		if Fails(id, 0) || !Fails(id, 1) {
+			t.Fatalf("Fails(%s) ignores rates 0 and 1", id)
+		}
+		if f {
+			failed++
+		}
+	}
+	if failed < 1800 || failed > 2200 {
+		t.Errorf("%d of 10000 fail at rate 0.2, want about 2000", failed)
+	}
+}
+
+func TestAllocSetFailures(t *testing.T) {
+	failed := droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED
+	for _, tc := range []struct {
+		name  string
+		local simAlloc
+		want  simAlloc
+	}{
+		{
+			name:  "a failing service allocation fails instead of running",
+			local: simAlloc{status: pending, reported: pending, fails: true, next: now},
+			want:  simAlloc{status: failed, reported: pending, fails: true},
+		},
+		{
+			name:  "a failing batch allocation runs first",
+			local: simAlloc{status: pending, reported: pending, fails: true, batch: true, next: now},
+			want:  simAlloc{status: running, reported: pending, fails: true, batch: true, next: now + batchRun},
+		},
+		{
+			name:  "then fails instead of completing",
+			local: simAlloc{status: running, reported: running, fails: true, batch: true, next: now},
+			want:  simAlloc{status: failed, reported: running, fails: true, batch: true},
+		},
+		{
+			name:  "a healthy batch allocation completes",
+			local: simAlloc{status: running, reported: running, batch: true, next: now},
+			want:  simAlloc{status: complete, reported: running, batch: true},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := setOf(map[string]simAlloc{"a": tc.local})
+			s.advance(now)
+			checkSet(t, s, map[string]simAlloc{"a": tc.want})
+		})
+	}
+}
+
+func TestAllocSetAdoptsTheFailureOfItsID(t *testing.T) {
+	s := newAllocSet(startDelay, batchRun, 0.5)
+	var ids []string
+	for i := range 50 {
+		ids = append(ids, fmt.Sprintf("a%d", i))
+	}
+	var allocs []*droverv1.Allocation
+	for _, id := range ids {
+		allocs = append(allocs, serverAlloc(id, "s", run, pending, 5))
+	}
+	s.apply(answer(allocs...), now)
+	for _, id := range ids {
+		if got, want := s.m[id].fails, Fails(id, 0.5); got != want {
+			t.Errorf("allocation %s fails %v, want %v", id, got, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -39,6 +40,14 @@ type Config struct {
 	BatchRunTime time.Duration
 	// PollWait is the max_wait of GetAllocs (1m).
 	PollWait time.Duration
+	// FailureRate is the share (0 to 1) of allocations that fail: a
+	// service allocation is reported failed instead of running after
+	// StartDelay, a batch one failed instead of complete after
+	// BatchRunTime. Which ones fail follows from a hash of the allocation
+	// id (see Fails), so a test can predict it.
+	FailureRate float64
+	// Faults makes some nodes disconnect and come back now and then.
+	Faults Faults
 
 	// HeartbeatMin and HeartbeatMax bound, as fractions of the TTL the
 	// servers hand out, when the next heartbeat is sent (0.5 and 0.9), so
@@ -105,6 +114,9 @@ func (c Config) withDefaults() Config {
 			c.ConnsPerServer += len(c.Nodes) / nodesPerConn
 		}
 	}
+	if c.Faults.ReorderSpread == 0 {
+		c.Faults.ReorderSpread = DefaultReorderSpread
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -134,6 +146,12 @@ func (c Config) validate() error {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("simagent: %s %s is negative", d.name, d.v))
 		}
+	}
+	if c.FailureRate < 0 || c.FailureRate > 1 || math.IsNaN(c.FailureRate) {
+		errs = append(errs, fmt.Errorf("simagent: failure rate %g must be between 0 and 1", c.FailureRate))
+	}
+	if err := c.Faults.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxInFlight < 1 || c.ConnsPerServer < 1 {
 		errs = append(errs, fmt.Errorf("simagent: max in flight %d and connections per server %d must be positive",

@@ -24,8 +24,14 @@ type Fleet struct {
 	sched  *schedule
 	agents []*Agent
 	stats  counters
-	// polls tracks the agents' GetAllocs loops.
-	polls sync.WaitGroup
+	// polls tracks the agents' GetAllocs loops, rejoins the calls of
+	// flaky agents coming back with ReorderOnReturn.
+	polls   sync.WaitGroup
+	rejoins sync.WaitGroup
+
+	// ctx is the fleet's context from Start on: GetAllocs loops run under
+	// it rather than under a flaky agent's spell online.
+	ctx context.Context
 
 	mu       sync.Mutex
 	started  bool
@@ -47,9 +53,15 @@ func NewFleet(cfg Config) (*Fleet, error) {
 	}
 	f := &Fleet{cfg: cfg, pool: p, loopDone: make(chan struct{})}
 	f.sched = newSchedule(f.runTask, cfg.MaxInFlight)
+	flaky := 0
+	for i := range cfg.Nodes {
+		if _, ok := cfg.Faults.Flaky(i); ok {
+			flaky++
+		}
+	}
 	f.agents = make([]*Agent, len(cfg.Nodes))
 	for i, n := range cfg.Nodes {
-		f.agents[i] = newAgent(f, n, i)
+		f.agents[i] = newAgent(f, n, i, flaky)
 	}
 	return f, nil
 }
@@ -64,9 +76,14 @@ func (f *Fleet) Start(ctx context.Context) error {
 	}
 	f.started = true
 	ctx, f.cancel = context.WithCancel(ctx)
-	now := time.Now().UnixNano()
+	f.ctx = ctx
+	now := time.Now()
 	for _, a := range f.agents {
-		a.schedule(taskRegister, now)
+		if a.fault != nil {
+			a.fault.begin(ctx)
+			a.schedule(taskFault, now.Add(a.fault.phase+f.cfg.Faults.Every).UnixNano())
+		}
+		a.schedule(taskRegister, now.UnixNano())
 	}
 	go func() {
 		defer close(f.loopDone)
@@ -90,15 +107,29 @@ func (f *Fleet) Stop() {
 	if started {
 		cancel()
 		<-f.loopDone
-		// Every poll was started by a task, and the tasks have returned.
+		// Every poll and rejoin was started by a task, and the tasks
+		// have returned.
 		f.polls.Wait()
+		f.rejoins.Wait()
 	}
 	_ = f.pool.close()
 }
 
-// runTask runs one task of an agent.
+// runTask runs one task of an agent. A flaky agent's calls run under the
+// context of its spell online; while it is silent they are dropped, and
+// its return schedules them again.
 func (f *Fleet) runTask(ctx context.Context, s *slot) (int64, bool) {
 	a := s.agent
+	switch s.kind {
+	case taskAdvance:
+		return a.advance(ctx)
+	case taskFault:
+		return a.toggle(ctx)
+	}
+	ctx, ok := a.callCtx(ctx)
+	if !ok {
+		return 0, false
+	}
 	switch s.kind {
 	case taskRegister:
 		return a.register(ctx)
@@ -106,8 +137,6 @@ func (f *Fleet) runTask(ctx context.Context, s *slot) (int64, bool) {
 		return a.heartbeat(ctx)
 	case taskReport:
 		return a.report(ctx)
-	case taskAdvance:
-		return a.advance(ctx)
 	}
 	return 0, false
 }

@@ -18,6 +18,8 @@ const (
 	// taskAdvance moves allocations on in time (pending to running,
 	// running batch work to complete).
 	taskAdvance
+	// taskFault takes a flaky agent offline or brings it back.
+	taskFault
 	numTaskKinds
 )
 

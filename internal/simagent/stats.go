@@ -26,6 +26,16 @@ type Stats struct {
 	PollFailures   uint64
 	// Failovers counts moves of an agent to the next server.
 	Failovers uint64
+	// Disconnects counts flaky agents going silent, Returns their coming
+	// back (Config.Faults).
+	Disconnects uint64
+	Returns     uint64
+	// UpdateAllocLatency is the duration of answered UpdateAlloc calls;
+	// GetAllocsLatency the delay from the servers' write of an allocation
+	// change to its receipt by the agent (see Latency). Both are copies,
+	// never nil in a Stats from Fleet.Stats.
+	UpdateAllocLatency *Latency
+	GetAllocsLatency   *Latency
 	// NodeStatuses counts agents by the status the servers last told them
 	// (UNSPECIFIED: not registered yet).
 	NodeStatuses map[droverv1.NodeStatus]int
@@ -43,6 +53,8 @@ type counters struct {
 	reportsRefused                                 atomic.Uint64
 	polls, pollFailures                            atomic.Uint64
 	failovers                                      atomic.Uint64
+	disconnects, returns                           atomic.Uint64
+	updateAllocLatency, getAllocsLatency           Latency
 }
 
 // snapshot copies the counters into a Stats.
@@ -60,7 +72,12 @@ func (c *counters) snapshot() Stats {
 		Polls:            c.polls.Load(),
 		PollFailures:     c.pollFailures.Load(),
 		Failovers:        c.failovers.Load(),
-		NodeStatuses:     make(map[droverv1.NodeStatus]int),
-		AllocStatuses:    make(map[droverv1.AllocClientStatus]int),
+		Disconnects:      c.disconnects.Load(),
+		Returns:          c.returns.Load(),
+
+		UpdateAllocLatency: c.updateAllocLatency.Snapshot(),
+		GetAllocsLatency:   c.getAllocsLatency.Snapshot(),
+		NodeStatuses:       make(map[droverv1.NodeStatus]int),
+		AllocStatuses:      make(map[droverv1.AllocClientStatus]int),
 	}
 }

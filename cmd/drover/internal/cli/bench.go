@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/droverhq/drover/internal/loadgen"
+)
+
+// benchPreset returns the load driver's preset of a -scenario name.
+func benchPreset(name string) (func(scale float64) loadgen.Config, bool) {
+	switch name {
+	case "c1m":
+		return loadgen.C1MSmall, true
+	case "churn":
+		return loadgen.Churn, true
+	case "scale":
+		return loadgen.ScaleUpDown, true
+	case "heartbeats":
+		return func(scale float64) loadgen.Config { return loadgen.Heartbeats(max(1, int(math.Round(50000*scale)))) }, true
+	}
+	return nil, false
+}
+
+// benchFlags are the flags of drover bench.
+type benchFlags struct {
+	servers  string
+	metrics  string
+	scenario string
+	scale    float64
+	timeout  time.Duration
+	json     bool
+}
+
+func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
+	fs := flag.NewFlagSet("drover bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f benchFlags
+	fs.StringVar(&f.servers, "servers", "", "comma-separated gRPC addresses of the cluster's servers (required)")
+	fs.StringVar(&f.metrics, "metrics", "", "comma-separated http://host:port/metrics URLs of the same servers, in order (for CPU, memory and raft bytes)")
+	fs.StringVar(&f.scenario, "scenario", "", "c1m, churn, scale or heartbeats (required)")
+	fs.Float64Var(&f.scale, "scale", 1, "multiply the scenario's sizes (nodes, jobs, allocations) by this")
+	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (default: the scenario's, 30m)")
+	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
+	return &ffcli.Command{
+		Name:       "bench",
+		ShortUsage: "drover bench -servers host:port,... -scenario c1m|churn|scale|heartbeats [flags]",
+		ShortHelp:  "Drive a cluster with simulated nodes and jobs, and report what it did.",
+		LongHelp: "Start simulated nodes against an existing cluster, submit the scenario's jobs,\n" +
+			"wait until the cluster did what each step asked, and report placements and\n" +
+			"evaluations per second, agent call latencies, server CPU and memory, and raft\n" +
+			"entries and bytes. Scenarios (at -scale 1):\n" +
+			"  c1m         5,000 nodes, 100 service jobs of 1,000 allocations\n" +
+			"  churn       2,000 nodes, 12 waves of batch jobs, 10% of nodes going silent\n" +
+			"  scale       2,000 nodes, one job scaled 0 -> 20,000 -> 0\n" +
+			"  heartbeats  50,000 heartbeat-only nodes held for a minute\n" +
+			"Progress goes to stderr, the report to stdout.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			cfg, err := f.config()
+			if err != nil {
+				return err
+			}
+			cfg.Progress = stderr
+			rep, err := loadgen.Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return printJSONObject(stdout, rep)
+			}
+			_, err = fmt.Fprint(stdout, rep.String())
+			return err
+		},
+	}
+}
+
+// config checks the flags and returns the scenario's run configuration.
+func (f benchFlags) config() (loadgen.Config, error) {
+	var errs []error
+	servers := benchList(f.servers)
+	metrics := benchList(f.metrics)
+	if len(servers) == 0 {
+		errs = append(errs, errors.New("-servers: give at least one server address"))
+	}
+	if len(metrics) > 0 && len(metrics) != len(servers) {
+		errs = append(errs, fmt.Errorf("-metrics: %d URLs for %d servers; give one per server, in the same order", len(metrics), len(servers)))
+	}
+	for _, u := range metrics {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			errs = append(errs, fmt.Errorf("-metrics: %q is not an http(s) URL", u))
+		}
+	}
+	preset, ok := benchPreset(f.scenario)
+	if !ok {
+		errs = append(errs, fmt.Errorf("-scenario %q: want c1m, churn, scale or heartbeats", f.scenario))
+	}
+	if !(f.scale > 0) || math.IsInf(f.scale, 0) {
+		errs = append(errs, fmt.Errorf("-scale %g: want a number above 0", f.scale))
+	}
+	if f.timeout < 0 {
+		errs = append(errs, fmt.Errorf("-timeout %s: want 0 or more", f.timeout))
+	}
+	if len(errs) > 0 {
+		return loadgen.Config{}, errors.Join(errs...)
+	}
+	cfg := preset(f.scale)
+	cfg.Servers, cfg.MetricsURLs = servers, metrics
+	if f.timeout > 0 {
+		cfg.Timeout = f.timeout
+	}
+	return cfg, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func benchList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

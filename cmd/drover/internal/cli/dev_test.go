@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/droverhq/drover/internal/testserver"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// TestSampleJobCopiesAgree keeps docs/examples/web.json equal to the copy
+// `drover dev` embeds.
+func TestSampleJobCopiesAgree(t *testing.T) {
+	doc, err := os.ReadFile("../../../../docs/examples/web.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(doc, sampleJob) {
+		t.Error("docs/examples/web.json differs from cmd/drover/internal/cli/examples/web.json: copy the one you changed over the other")
+	}
+	if _, err := parseJob(sampleJob); err != nil {
+		t.Errorf("the sample job does not parse: %v", err)
+	}
+}
+
+// TestDevRunsTheSampleJobAndCleansUp runs `drover dev` on free ports until
+// the sample job's allocations run, then stops it: the data dir must be
+// gone.
+func TestDevRunsTheSampleJobAndCleansUp(t *testing.T) {
+	root := t.TempDir()
+	o := &devOptions{rpcAddr: "127.0.0.1:0", raftAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0", simNodes: 5, logLevel: "error", tempRoot: root}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- runDev(ctx, o, out, io.Discard) }()
+
+	addrRE := regexp.MustCompile(`a server on (\S+) with`)
+	var addr string
+	waitUntil(t, "the dev command to print its address", func() (bool, string) {
+		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+			return true, ""
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("drover dev ended early: %v", err)
+		default:
+		}
+		return false, out.String()
+	})
+	conn := testserver.Dial(t, addr)
+	allocs := droverv1.NewAllocServiceClient(conn)
+	want := int(sampleJobCount(t))
+	waitUntil(t, "the sample job's allocations running", func() (bool, string) {
+		resp, err := allocs.List(ctx, &droverv1.ListAllocationsRequest{})
+		if err != nil {
+			return false, err.Error()
+		}
+		running := 0
+		for _, a := range resp.GetAllocations() {
+			if a.GetJobId() == "web" && a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
+				running++
+			}
+		}
+		return running == want, fmt.Sprintf("%d of %d running", running, want)
+	})
+	for _, hint := range []string{"drover job status", "drover node status", "drover eval list", "EventService/Stream", "/metrics"} {
+		if !bytes.Contains([]byte(out.String()), []byte(hint)) {
+			t.Errorf("output does not mention %q:\n%s", hint, out.String())
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("drover dev did not stop within 60s")
+	}
+	left, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("drover dev left %d entries behind in its temp root, e.g. %s", len(left), left[0].Name())
+	}
+}
+
+// sampleJobCount is the number of allocations the sample job asks for.
+func sampleJobCount(t *testing.T) int32 {
+	job, err := parseJob(sampleJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	for _, g := range job.GetTaskGroups() {
+		n += g.GetCount()
+	}
+	return n
+}
+
+func TestDevRefusesABusyPort(t *testing.T) {
+	srv := testserver.Start(t)
+	o := &devOptions{rpcAddr: srv.RPCAddr(), raftAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0", simNodes: 1, logLevel: "error", tempRoot: t.TempDir()}
+	err := runDev(t.Context(), o, io.Discard, io.Discard)
+	if err == nil || !regexp.MustCompile(`in use.*-rpc-addr`).MatchString(err.Error()) {
+		t.Fatalf("error %v, want one saying a port is in use", err)
+	}
+	if left, _ := os.ReadDir(o.tempRoot); len(left) != 0 {
+		t.Errorf("a failed start left %d entries behind", len(left))
+	}
+}

@@ -1,0 +1,170 @@
+package loadgen
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is what a run measured. Durations are in seconds.
+type Report struct {
+	// Nodes is the size of the simulated fleet.
+	Nodes int `json:"nodes"`
+	// FleetReadySeconds is how long the fleet took to register and be
+	// ready, before the first step.
+	FleetReadySeconds float64 `json:"fleet_ready_seconds"`
+	// Steps are the steps in order; Total sums them (placements/s and
+	// evals/s over the whole time the steps took).
+	Steps []StepReport `json:"steps"`
+	Total StepReport   `json:"total"`
+	// UpdateAlloc and GetAllocs are the agents' call latencies over the
+	// whole run (the fleet keeps one distribution per call).
+	UpdateAlloc Latency `json:"update_alloc"`
+	GetAllocs   Latency `json:"get_allocs"`
+	// RaftEntries is the change of the cluster's applied index from
+	// before the fleet registered until the end; RaftBytes the bytes of
+	// the entries the servers proposed as leader in that time.
+	RaftEntries uint64  `json:"raft_entries"`
+	RaftBytes   float64 `json:"raft_bytes"`
+	// Servers are the per-server figures, in Config.Servers order.
+	Servers []ServerReport `json:"servers"`
+	// NodesByStatus and AllocsByStatus count the cluster's nodes and
+	// allocations (by client status) at the end.
+	NodesByStatus  map[string]int `json:"nodes_by_status"`
+	AllocsByStatus map[string]int `json:"allocs_by_status"`
+}
+
+// StepReport is what one step measured.
+type StepReport struct {
+	Name string `json:"name"`
+	// Seconds runs from the first submission until the goal was seen
+	// reached (Hold not included).
+	Seconds float64 `json:"seconds"`
+	// Placements counts the allocations created during the step;
+	// PlacementsPerSecond divides them by the time from the first
+	// submission until the last of them was committed (its create time).
+	Placements          int     `json:"placements"`
+	PlacementsPerSecond float64 `json:"placements_per_second"`
+	// SettledSeconds runs from the first submission until the last
+	// allocation change the goal needed was committed: with WaitRunning,
+	// the time until every allocation wanted is running.
+	SettledSeconds float64 `json:"settled_seconds"`
+	// Evals counts the evaluations of the run's jobs created during the
+	// step that completed; EvalsPerSecond divides them by Seconds.
+	Evals          int     `json:"evals"`
+	EvalsPerSecond float64 `json:"evals_per_second"`
+	// RaftEntries is the change of the applied index over the step
+	// (Hold included), RaftBytes the bytes proposed.
+	RaftEntries uint64  `json:"raft_entries"`
+	RaftBytes   float64 `json:"raft_bytes"`
+	// Heartbeats counts heartbeats the servers accepted during the step
+	// (Hold included), HeartbeatsPerSecond per second of it.
+	Heartbeats          uint64  `json:"heartbeats"`
+	HeartbeatsPerSecond float64 `json:"heartbeats_per_second"`
+	// CPUSeconds is each server's CPU time used during the step, in
+	// Config.Servers order.
+	CPUSeconds []float64 `json:"cpu_seconds,omitempty"`
+	// UpdateAlloc and GetAllocs are the agents' call latencies during the
+	// step (Hold included).
+	UpdateAlloc Latency `json:"update_alloc"`
+	GetAllocs   Latency `json:"get_allocs"`
+}
+
+// Latency summarises one kind of agent call.
+type Latency struct {
+	Count      uint64  `json:"count"`
+	P50Seconds float64 `json:"p50_seconds"`
+	P99Seconds float64 `json:"p99_seconds"`
+}
+
+// ServerReport is one server's resource use over the run.
+type ServerReport struct {
+	Addr string `json:"addr"`
+	// CPUSeconds is the process CPU time used from before the fleet
+	// registered until the end.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// MaxRSSBytes is the highest resident memory sampled (once a second).
+	MaxRSSBytes float64 `json:"max_rss_bytes"`
+	// AppliedIndex is the server's last applied raft index at the end.
+	AppliedIndex uint64 `json:"applied_index"`
+}
+
+// String renders the report for a terminal.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Fleet: %d nodes, ready after %s\n", r.Nodes, secs(r.FleetReadySeconds))
+	fmt.Fprintf(&b, "%-14s %9s %11s %9s %10s %7s %8s %9s %10s %9s\n",
+		"step", "time", "placements", "placed/s", "settled", "evals", "evals/s", "raft ent", "raft MB", "hb/s")
+	for _, s := range append(slices.Clone(r.Steps), r.Total) {
+		fmt.Fprintf(&b, "%-14s %9s %11d %9.0f %10s %7d %8.1f %9d %10.1f %9.0f\n",
+			s.Name, secs(s.Seconds), s.Placements, s.PlacementsPerSecond, secs(s.SettledSeconds),
+			s.Evals, s.EvalsPerSecond, s.RaftEntries, s.RaftBytes/1e6, s.HeartbeatsPerSecond)
+	}
+	fmt.Fprintf(&b, "UpdateAlloc: %d calls, p50 %s, p99 %s\n", r.UpdateAlloc.Count, secs(r.UpdateAlloc.P50Seconds), secs(r.UpdateAlloc.P99Seconds))
+	fmt.Fprintf(&b, "GetAllocs:   %d deliveries, p50 %s, p99 %s\n", r.GetAllocs.Count, secs(r.GetAllocs.P50Seconds), secs(r.GetAllocs.P99Seconds))
+	fmt.Fprintf(&b, "Raft: %d entries, %.1f MB proposed\n", r.RaftEntries, r.RaftBytes/1e6)
+	for _, s := range r.Servers {
+		fmt.Fprintf(&b, "Server %s: CPU %.1f s, max RSS %.0f MB, applied index %d\n", s.Addr, s.CPUSeconds, s.MaxRSSBytes/(1<<20), s.AppliedIndex)
+	}
+	fmt.Fprintf(&b, "Nodes by status: %s\n", countsString(r.NodesByStatus, "NODE_STATUS_"))
+	fmt.Fprintf(&b, "Allocations by status: %s\n", countsString(r.AllocsByStatus, "ALLOC_CLIENT_STATUS_"))
+	return b.String()
+}
+
+// secs prints seconds as a rounded duration.
+func secs(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
+// countsString prints counts as "ready 200, down 3", sorted by name.
+func countsString(m map[string]int, prefix string) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(strings.TrimPrefix(k, prefix)), m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// total sums the steps: placements/s over the time from the first step's
+// start until the last placement, evals/s over the steps' time.
+func total(steps []StepReport) StepReport {
+	t := StepReport{Name: "total"}
+	var placing float64
+	for _, s := range steps {
+		t.Placements += s.Placements
+		t.Evals += s.Evals
+		t.RaftEntries += s.RaftEntries
+		t.RaftBytes += s.RaftBytes
+		t.Heartbeats += s.Heartbeats
+		if s.Placements > 0 {
+			placing = t.Seconds + float64(s.Placements)/s.PlacementsPerSecond
+		}
+		t.SettledSeconds = max(t.SettledSeconds, t.Seconds+s.SettledSeconds)
+		t.Seconds += s.Seconds
+		for i, c := range s.CPUSeconds {
+			if i == len(t.CPUSeconds) {
+				t.CPUSeconds = append(t.CPUSeconds, 0)
+			}
+			t.CPUSeconds[i] += c
+		}
+	}
+	if placing > 0 {
+		t.PlacementsPerSecond = float64(t.Placements) / placing
+	}
+	if t.Seconds > 0 {
+		t.EvalsPerSecond = float64(t.Evals) / t.Seconds
+	}
+	return t
+}

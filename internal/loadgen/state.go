@@ -1,0 +1,159 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/rpc"
+)
+
+// listPageSize is the page size of the driver's list calls (the servers'
+// maximum), so that reading 100,000 allocations takes ten calls.
+const listPageSize = 10000
+
+// clusterClient reads the cluster's state: writes and consistent reads go
+// through the first server, applied indexes are asked of every one.
+type clusterClient struct {
+	addrs []string
+	conns []*grpc.ClientConn
+}
+
+// dialCluster connects to every server.
+func dialCluster(addrs []string, opts []grpc.DialOption) (*clusterClient, error) {
+	c := &clusterClient{addrs: addrs}
+	base := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})),
+	}
+	for _, a := range addrs {
+		conn, err := grpc.NewClient(a, append(base, opts...)...)
+		if err != nil {
+			_ = c.close()
+			return nil, fmt.Errorf("loadgen: dial %s: %w", a, err)
+		}
+		c.conns = append(c.conns, conn)
+	}
+	return c, nil
+}
+
+func (c *clusterClient) close() error {
+	var errs []error
+	for _, conn := range c.conns {
+		errs = append(errs, conn.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (c *clusterClient) jobs() droverv1.JobServiceClient {
+	return droverv1.NewJobServiceClient(c.conns[0])
+}
+
+// appliedIndexes returns each server's last applied raft index.
+func (c *clusterClient) appliedIndexes(ctx context.Context) ([]uint64, error) {
+	out := make([]uint64, len(c.conns))
+	for i, conn := range c.conns {
+		resp, err := droverv1.NewOperatorServiceClient(conn).StateDigest(ctx, &droverv1.StateDigestRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: applied index of %s: %w", c.addrs[i], err)
+		}
+		out[i] = resp.GetIndex()
+	}
+	return out, nil
+}
+
+// maxIndex returns the highest applied index of the cluster: every write
+// acknowledged so far is at or below it.
+func (c *clusterClient) maxIndex(ctx context.Context) (uint64, error) {
+	idx, err := c.appliedIndexes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return maxOf(idx), nil
+}
+
+func maxOf(xs []uint64) uint64 {
+	var m uint64
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// jobAllocs lists every allocation of the job.
+func (c *clusterClient) jobAllocs(ctx context.Context, jobID string) ([]*droverv1.Allocation, error) {
+	var out []*droverv1.Allocation
+	page := &droverv1.PageOptions{PageSize: listPageSize}
+	for {
+		resp, err := c.jobs().Allocations(ctx, &droverv1.ListJobAllocationsRequest{JobId: jobID, Page: page})
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: allocations of job %s: %w", jobID, err)
+		}
+		out = append(out, resp.GetAllocations()...)
+		if resp.GetNextToken() == "" {
+			return out, nil
+		}
+		page = &droverv1.PageOptions{PageSize: listPageSize, NextToken: resp.GetNextToken()}
+	}
+}
+
+// jobEvals lists every evaluation of the job.
+func (c *clusterClient) jobEvals(ctx context.Context, jobID string) ([]*droverv1.Evaluation, error) {
+	var out []*droverv1.Evaluation
+	page := &droverv1.PageOptions{PageSize: listPageSize}
+	for {
+		resp, err := c.jobs().Evaluations(ctx, &droverv1.ListJobEvaluationsRequest{JobId: jobID, Page: page})
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: evaluations of job %s: %w", jobID, err)
+		}
+		out = append(out, resp.GetEvaluations()...)
+		if resp.GetNextToken() == "" {
+			return out, nil
+		}
+		page = &droverv1.PageOptions{PageSize: listPageSize, NextToken: resp.GetNextToken()}
+	}
+}
+
+// nodeCounts counts the cluster's nodes by status.
+func (c *clusterClient) nodeCounts(ctx context.Context) (map[string]int, error) {
+	counts := make(map[string]int)
+	client := droverv1.NewNodeServiceClient(c.conns[0])
+	page := &droverv1.PageOptions{PageSize: listPageSize}
+	for {
+		resp, err := client.List(ctx, &droverv1.ListNodesRequest{Page: page})
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: list nodes: %w", err)
+		}
+		for _, n := range resp.GetNodes() {
+			counts[n.GetStatus().String()]++
+		}
+		if resp.GetNextToken() == "" {
+			return counts, nil
+		}
+		page = &droverv1.PageOptions{PageSize: listPageSize, NextToken: resp.GetNextToken()}
+	}
+}
+
+// allocCounts counts the cluster's allocations by client status.
+func (c *clusterClient) allocCounts(ctx context.Context) (map[string]int, error) {
+	counts := make(map[string]int)
+	client := droverv1.NewAllocServiceClient(c.conns[0])
+	page := &droverv1.PageOptions{PageSize: listPageSize}
+	for {
+		resp, err := client.List(ctx, &droverv1.ListAllocationsRequest{Page: page})
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: list allocations: %w", err)
+		}
+		for _, a := range resp.GetAllocations() {
+			counts[a.GetClientStatus().String()]++
+		}
+		if resp.GetNextToken() == "" {
+			return counts, nil
+		}
+		page = &droverv1.PageOptions{PageSize: listPageSize, NextToken: resp.GetNextToken()}
+	}
+}

@@ -1,0 +1,145 @@
+package test_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/droverhq/drover/internal/loadgen"
+	"github.com/droverhq/drover/internal/mock"
+	"github.com/droverhq/drover/internal/simagent"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/test/cluster"
+)
+
+// TestLoadDriverReportsMatchState runs the load driver at small scale (200
+// simulated nodes, 20 jobs of 100 allocations) against a real 3-server
+// cluster and checks each figure it reports against what the servers hold.
+func TestLoadDriverReportsMatchState(t *testing.T) {
+	const nodes, jobs, perJob = 200, 20, 100
+	c := cluster.New(t, droverBin, 3, cluster.Args("-http-addr", "127.0.0.1:0"))
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	c.WaitLeader(ctx)
+	cfg := loadgen.Config{
+		Fleet:    simagent.Config{Nodes: simagent.DefaultTemplate().Nodes(nodes), StartDelay: 100 * time.Millisecond},
+		Steps:    []loadgen.Step{{Name: "place", WaitRunning: true}},
+		Timeout:  75 * time.Second,
+		Progress: testLogWriter{t},
+	}
+	for _, s := range c.Servers() {
+		cfg.Servers = append(cfg.Servers, s.RPCAddr())
+		cfg.MetricsURLs = append(cfg.MetricsURLs, "http://"+s.Info().HTTPAddr+"/metrics")
+	}
+	var ids []string
+	for range jobs {
+		j := mock.Job(perJob)
+		ids = append(ids, j.GetId())
+		cfg.Steps[0].Jobs = append(cfg.Steps[0].Jobs, j)
+	}
+	idx0 := maxAppliedIndex(ctx, t, c)
+
+	rep, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report:\n%s", rep)
+
+	conn := c.Servers()[0].Conn()
+	allocs, evals := 0, 0
+	for _, id := range ids {
+		resp, err := droverv1.NewJobServiceClient(conn).Allocations(ctx, &droverv1.ListJobAllocationsRequest{JobId: id, Page: &droverv1.PageOptions{PageSize: 10000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range resp.GetAllocations() {
+			allocs++
+			if a.GetClientStatus() != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING || a.GetDesiredStatus() != droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN {
+				t.Errorf("allocation %s of job %s: %s/%s, want running", a.GetId(), id, a.GetDesiredStatus(), a.GetClientStatus())
+			}
+		}
+		er, err := droverv1.NewJobServiceClient(conn).Evaluations(ctx, &droverv1.ListJobEvaluationsRequest{JobId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range er.GetEvaluations() {
+			if e.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_COMPLETE {
+				evals++
+			}
+		}
+	}
+	if allocs != jobs*perJob || rep.Total.Placements != allocs {
+		t.Errorf("placements reported %d, allocations in state %d, want %d", rep.Total.Placements, allocs, jobs*perJob)
+	}
+	if got := rep.AllocsByStatus[droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING.String()]; got != allocs {
+		t.Errorf("report counts %d running allocations, state holds %d", got, allocs)
+	}
+	if rep.Total.Evals != evals || evals < jobs {
+		t.Errorf("evaluations reported %d, completed in state %d (at least %d)", rep.Total.Evals, evals, jobs)
+	}
+	if idx1 := maxAppliedIndex(ctx, t, c); rep.RaftEntries != idx1-idx0 {
+		t.Errorf("raft entries reported %d, applied index went from %d to %d (%d)", rep.RaftEntries, idx0, idx1, idx1-idx0)
+	}
+	if want := nodeStatusCounts(ctx, t, droverv1.NewNodeServiceClient(conn)); fmt.Sprint(want) != fmt.Sprint(rep.NodesByStatus) {
+		t.Errorf("nodes by status reported %v, NodeService.List gives %v", rep.NodesByStatus, want)
+	}
+	if rep.NodesByStatus[droverv1.NodeStatus_NODE_STATUS_READY.String()] != nodes {
+		t.Errorf("nodes by status %v, want %d ready", rep.NodesByStatus, nodes)
+	}
+	for _, s := range rep.Servers {
+		if s.CPUSeconds <= 0 || s.MaxRSSBytes <= 0 {
+			t.Errorf("server %s: CPU %g s, max RSS %g bytes; want both above zero", s.Addr, s.CPUSeconds, s.MaxRSSBytes)
+		}
+	}
+	if rep.RaftBytes <= 0 || rep.Total.PlacementsPerSecond <= 0 || rep.Total.SettledSeconds <= 0 {
+		t.Errorf("raft bytes %g, placements/s %g, settled after %gs; want all above zero", rep.RaftBytes, rep.Total.PlacementsPerSecond, rep.Total.SettledSeconds)
+	}
+	if rep.UpdateAlloc.Count == 0 || rep.GetAllocs.Count == 0 {
+		t.Errorf("latencies: UpdateAlloc %+v, GetAllocs %+v; want observations", rep.UpdateAlloc, rep.GetAllocs)
+	}
+}
+
+// maxAppliedIndex returns the highest index the cluster's servers applied.
+func maxAppliedIndex(ctx context.Context, t *testing.T, c *cluster.Cluster) uint64 {
+	t.Helper()
+	var idx uint64
+	for _, s := range c.Servers() {
+		resp, err := droverv1.NewOperatorServiceClient(s.Conn()).StateDigest(ctx, &droverv1.StateDigestRequest{})
+		if err != nil {
+			t.Fatalf("state digest of %s: %v", s, err)
+		}
+		idx = max(idx, resp.GetIndex())
+	}
+	return idx
+}
+
+// nodeStatusCounts counts the cluster's nodes by status, as NodeService.List
+// gives them.
+func nodeStatusCounts(ctx context.Context, t *testing.T, conn droverv1.NodeServiceClient) map[string]int {
+	t.Helper()
+	counts := make(map[string]int)
+	page := &droverv1.PageOptions{PageSize: 10000}
+	for {
+		resp, err := conn.List(ctx, &droverv1.ListNodesRequest{Page: page})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range resp.GetNodes() {
+			counts[n.GetStatus().String()]++
+		}
+		if resp.GetNextToken() == "" {
+			return counts
+		}
+		page = &droverv1.PageOptions{PageSize: 10000, NextToken: resp.GetNextToken()}
+	}
+}
+
+// testLogWriter sends the load driver's progress lines to the test log.
+type testLogWriter struct{ t testing.TB }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
