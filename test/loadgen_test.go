@@ -39,6 +39,10 @@ func TestLoadDriverReportsMatchState(t *testing.T) {
 		ids = append(ids, j.GetId())
 		cfg.Steps[0].Jobs = append(cfg.Steps[0].Jobs, j)
 	}
+	// Servers announce themselves through raft after the election; the
+	// run's entries are counted from a quiet cluster.
+	waitAnnounced(ctx, t, c)
+	c.WaitConverged(ctx)
 	idx0 := maxAppliedIndex(ctx, t, c)
 
 	rep, err := loadgen.Run(ctx, cfg)
@@ -142,4 +146,23 @@ type testLogWriter struct{ t testing.TB }
 func (w testLogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// waitAnnounced waits until every server's record (with its version) is in
+// the state, so that no announcement is written during the run.
+func waitAnnounced(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	poll(ctx, t, "every server announced", func() (bool, string) {
+		resp, err := droverv1.NewOperatorServiceClient(c.Servers()[0].Conn()).ServerMembers(ctx, &droverv1.ServerMembersRequest{})
+		if err != nil {
+			return false, err.Error()
+		}
+		known := 0
+		for _, m := range resp.GetServers() {
+			if m.GetVersion() != "" && m.GetRpcAddr() != "" {
+				known++
+			}
+		}
+		return known == len(c.Servers()), fmt.Sprintf("%d of %d announced", known, len(c.Servers()))
+	})
 }

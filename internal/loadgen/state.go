@@ -84,76 +84,64 @@ func maxOf(xs []uint64) uint64 {
 	return m
 }
 
-// jobAllocs lists every allocation of the job.
-func (c *clusterClient) jobAllocs(ctx context.Context, jobID string) ([]*droverv1.Allocation, error) {
-	var out []*droverv1.Allocation
+// listAll reads every page of a list: list returns one page's items and
+// the token of the next page ("" after the last).
+func listAll[T any](ctx context.Context, what string, list func(ctx context.Context, page *droverv1.PageOptions) ([]T, string, error)) ([]T, error) {
+	var out []T
 	page := &droverv1.PageOptions{PageSize: listPageSize}
 	for {
-		resp, err := c.jobs().Allocations(ctx, &droverv1.ListJobAllocationsRequest{JobId: jobID, Page: page})
+		items, next, err := list(ctx, page)
 		if err != nil {
-			return nil, fmt.Errorf("loadgen: allocations of job %s: %w", jobID, err)
+			return nil, fmt.Errorf("loadgen: %s: %w", what, err)
 		}
-		out = append(out, resp.GetAllocations()...)
-		if resp.GetNextToken() == "" {
+		out = append(out, items...)
+		if next == "" {
 			return out, nil
 		}
-		page = &droverv1.PageOptions{PageSize: listPageSize, NextToken: resp.GetNextToken()}
+		page = &droverv1.PageOptions{PageSize: listPageSize, NextToken: next}
 	}
+}
+
+// jobAllocs lists every allocation of the job.
+func (c *clusterClient) jobAllocs(ctx context.Context, jobID string) ([]*droverv1.Allocation, error) {
+	return listAll(ctx, "allocations of job "+jobID, func(ctx context.Context, page *droverv1.PageOptions) ([]*droverv1.Allocation, string, error) {
+		resp, err := c.jobs().Allocations(ctx, &droverv1.ListJobAllocationsRequest{JobId: jobID, Page: page})
+		return resp.GetAllocations(), resp.GetNextToken(), err
+	})
 }
 
 // jobEvals lists every evaluation of the job.
 func (c *clusterClient) jobEvals(ctx context.Context, jobID string) ([]*droverv1.Evaluation, error) {
-	var out []*droverv1.Evaluation
-	page := &droverv1.PageOptions{PageSize: listPageSize}
-	for {
+	return listAll(ctx, "evaluations of job "+jobID, func(ctx context.Context, page *droverv1.PageOptions) ([]*droverv1.Evaluation, string, error) {
 		resp, err := c.jobs().Evaluations(ctx, &droverv1.ListJobEvaluationsRequest{JobId: jobID, Page: page})
-		if err != nil {
-			return nil, fmt.Errorf("loadgen: evaluations of job %s: %w", jobID, err)
-		}
-		out = append(out, resp.GetEvaluations()...)
-		if resp.GetNextToken() == "" {
-			return out, nil
-		}
-		page = &droverv1.PageOptions{PageSize: listPageSize, NextToken: resp.GetNextToken()}
-	}
+		return resp.GetEvaluations(), resp.GetNextToken(), err
+	})
 }
 
 // nodeCounts counts the cluster's nodes by status.
 func (c *clusterClient) nodeCounts(ctx context.Context) (map[string]int, error) {
-	counts := make(map[string]int)
 	client := droverv1.NewNodeServiceClient(c.conns[0])
-	page := &droverv1.PageOptions{PageSize: listPageSize}
-	for {
+	nodes, err := listAll(ctx, "list nodes", func(ctx context.Context, page *droverv1.PageOptions) ([]*droverv1.Node, string, error) {
 		resp, err := client.List(ctx, &droverv1.ListNodesRequest{Page: page})
-		if err != nil {
-			return nil, fmt.Errorf("loadgen: list nodes: %w", err)
-		}
-		for _, n := range resp.GetNodes() {
-			counts[n.GetStatus().String()]++
-		}
-		if resp.GetNextToken() == "" {
-			return counts, nil
-		}
-		page = &droverv1.PageOptions{PageSize: listPageSize, NextToken: resp.GetNextToken()}
+		return resp.GetNodes(), resp.GetNextToken(), err
+	})
+	counts := make(map[string]int)
+	for _, n := range nodes {
+		counts[n.GetStatus().String()]++
 	}
+	return counts, err
 }
 
 // allocCounts counts the cluster's allocations by client status.
 func (c *clusterClient) allocCounts(ctx context.Context) (map[string]int, error) {
-	counts := make(map[string]int)
 	client := droverv1.NewAllocServiceClient(c.conns[0])
-	page := &droverv1.PageOptions{PageSize: listPageSize}
-	for {
+	allocs, err := listAll(ctx, "list allocations", func(ctx context.Context, page *droverv1.PageOptions) ([]*droverv1.Allocation, string, error) {
 		resp, err := client.List(ctx, &droverv1.ListAllocationsRequest{Page: page})
-		if err != nil {
-			return nil, fmt.Errorf("loadgen: list allocations: %w", err)
-		}
-		for _, a := range resp.GetAllocations() {
-			counts[a.GetClientStatus().String()]++
-		}
-		if resp.GetNextToken() == "" {
-			return counts, nil
-		}
-		page = &droverv1.PageOptions{PageSize: listPageSize, NextToken: resp.GetNextToken()}
+		return resp.GetAllocations(), resp.GetNextToken(), err
+	})
+	counts := make(map[string]int)
+	for _, a := range allocs {
+		counts[a.GetClientStatus().String()]++
 	}
+	return counts, err
 }
