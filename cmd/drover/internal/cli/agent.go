@@ -73,9 +73,7 @@ func agentFlags(stderr io.Writer) (*flag.FlagSet, *agentOptions) {
 	fs.DurationVar(&o.flakyOffline, "flaky-offline", 20*time.Second, "how long a flaky node stays silent")
 	fs.BoolVar(&o.reorder, "reorder-on-return", false, "a returning flaky node sends register, heartbeat, report and GetAllocs in random order")
 	fs.DurationVar(&o.reportInterval, "report-interval", 10*time.Second, "print a status line this often")
-	fs.StringVar(&o.tls.caFile, "ca-file", "", "PEM file of the cluster CA: connect over TLS and verify the server (default: $"+caFileEnv+")")
-	fs.StringVar(&o.tls.certFile, "cert-file", "", "PEM file of the client certificate presented to the server (default: $"+certFileEnv+")")
-	fs.StringVar(&o.tls.keyFile, "key-file", "", "PEM file of the private key of -cert-file (default: $"+keyFileEnv+")")
+	tlsFileFlags(fs, &o.tls)
 	return fs, o
 }
 
@@ -146,7 +144,7 @@ func (o *agentOptions) config() (simagent.Config, error) {
 	if len(servers) == 0 {
 		errs = append(errs, fmt.Errorf("-servers %q names no address", o.servers))
 	}
-	dial, err := o.dialOptions()
+	dial, err := tlsDialOptions(&o.tls)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -167,13 +165,22 @@ func (o *agentOptions) config() (simagent.Config, error) {
 	}, nil
 }
 
-// dialOptions are the TLS credentials of the -ca-file, -cert-file and
+// tlsFileFlags adds -ca-file, -cert-file and -key-file: to every client
+// command through clientFlags, and to agent and bench, which dial many
+// servers themselves.
+func tlsFileFlags(fs *flag.FlagSet, o *clientOptions) {
+	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the cluster CA: connect over TLS and verify the server (default: $"+caFileEnv+")")
+	fs.StringVar(&o.certFile, "cert-file", "", "PEM file of the client certificate presented to the server (default: $"+certFileEnv+")")
+	fs.StringVar(&o.keyFile, "key-file", "", "PEM file of the private key of -cert-file (default: $"+keyFileEnv+")")
+}
+
+// tlsDialOptions are the TLS credentials of the -ca-file, -cert-file and
 // -key-file flags, or none for plaintext.
-func (o *agentOptions) dialOptions() ([]grpc.DialOption, error) {
-	if !o.tls.tls().Enabled() {
+func tlsDialOptions(o *clientOptions) ([]grpc.DialOption, error) {
+	if !o.tls().Enabled() {
 		return nil, nil
 	}
-	creds, err := o.tls.credentials()
+	creds, err := o.credentials()
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ type benchFlags struct {
 	scale    float64
 	timeout  time.Duration
 	json     bool
+	tls      clientOptions // only the TLS files are flags
 }
 
 func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
@@ -50,6 +51,7 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.Float64Var(&f.scale, "scale", 1, "multiply the scenario's sizes (nodes, jobs, allocations) by this")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (default: the scenario's, 30m)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
+	tlsFileFlags(fs, &f.tls)
 	return &ffcli.Command{
 		Name:       "bench",
 		ShortUsage: "drover bench -servers host:port,... -scenario c1m|churn|scale|heartbeats [flags]",
@@ -115,8 +117,12 @@ func (f benchFlags) config() (loadgen.Config, error) {
 	if len(errs) > 0 {
 		return loadgen.Config{}, errors.Join(errs...)
 	}
+	dial, err := tlsDialOptions(&f.tls)
+	if err != nil {
+		return loadgen.Config{}, err
+	}
 	cfg := preset(f.scale)
-	cfg.Servers, cfg.MetricsURLs = servers, metrics
+	cfg.Servers, cfg.MetricsURLs, cfg.DialOptions = servers, metrics, dial
 	if f.timeout > 0 {
 		cfg.Timeout = f.timeout
 	}

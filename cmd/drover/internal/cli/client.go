@@ -61,9 +61,7 @@ func clientFlags(fs *flag.FlagSet, withJSON bool) *clientOptions {
 	o := &clientOptions{}
 	fs.StringVar(&o.address, "address", "", "gRPC address of a drover server (default: $"+addrEnv+", else "+defaultAddr+")")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up on the server after this long; 0 waits for ever")
-	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the cluster CA: connect over TLS and verify the server (default: $"+caFileEnv+")")
-	fs.StringVar(&o.certFile, "cert-file", "", "PEM file of the client certificate presented to the server (default: $"+certFileEnv+")")
-	fs.StringVar(&o.keyFile, "key-file", "", "PEM file of the private key of -cert-file (default: $"+keyFileEnv+")")
+	tlsFileFlags(fs, o)
 	if withJSON {
 		fs.BoolVar(&o.json, "json", false, "print the server's response as JSON instead of a table")
 	}
