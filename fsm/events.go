@@ -11,7 +11,7 @@ func eventType(msgType droverv1.MessageType) string {
 	switch msgType {
 	case droverv1.MessageTypeNodeRegister:
 		return "NodeRegistered"
-	case droverv1.MessageTypeNodeStatus:
+	case droverv1.MessageTypeNodeStatus, droverv1.MessageTypeNodeStatusBatch:
 		return "NodeStatusUpdated"
 	case droverv1.MessageTypeAllocClientUpdate:
 		return "AllocationClientUpdated"

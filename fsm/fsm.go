@@ -43,7 +43,8 @@ func (f *FSM) SetHooks(h Hooks) { f.hooks = h }
 // the state store refused the entry (nothing was written), or for entries
 // that are applied part by part the result of each part: a
 // *state.RegisterResult for NodeRegister, a *state.ClientUpdateResult for
-// AllocClientUpdate, a *state.GCResult for GC. JobRegister and JobDeregister return the request's
+// AllocClientUpdate, a *state.NodeStatusResult for NodeStatusBatch, a
+// *state.GCResult for GC. JobRegister and JobDeregister return the request's
 // *droverv1.JobRequestResult: the first application's when the entry's
 // request id was already applied (then nothing was written). raft hands the
 // value back to the proposer through ApplyFuture.Response.
@@ -80,6 +81,10 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 		result = res
 	case *droverv1.NodeStatusEntry:
 		changes, err = f.state.UpdateNodeStatus(index, m)
+	case *droverv1.NodeStatusBatchEntry:
+		var res *state.NodeStatusResult
+		res, changes, err = f.state.UpdateNodeStatuses(index, m)
+		result = res
 	case *droverv1.AllocClientUpdateEntry:
 		var res *state.ClientUpdateResult
 		res, changes, err = f.state.UpdateAllocsFromClient(index, m)

@@ -61,6 +61,8 @@ func newSeedState(tb testing.TB) *seedState {
 	}{
 		{droverv1.MessageTypeNodeRegister, &droverv1.NodeRegisterEntry{Nodes: []*droverv1.Node{n}}},
 		{droverv1.MessageTypeNodeStatus, &droverv1.NodeStatusEntry{NodeId: n.GetId(), Status: droverv1.NodeStatus_NODE_STATUS_READY}},
+		{droverv1.MessageTypeNodeStatusBatch, &droverv1.NodeStatusBatchEntry{Updates: []*droverv1.NodeStatusEntry{
+			{NodeId: n.GetId(), Status: droverv1.NodeStatus_NODE_STATUS_INITIALIZING}, {NodeId: n.GetId(), Status: droverv1.NodeStatus_NODE_STATUS_READY, ExpectedModifyIndex: 1}}}},
 		{droverv1.MessageTypeJobRegister, &droverv1.JobRegisterEntry{Job: job, Eval: ev}},
 		{droverv1.MessageTypeEvalUpdate, &droverv1.EvalUpdateEntry{Evals: []*droverv1.Evaluation{mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE)}}},
 		{droverv1.MessageTypePlanResult, &droverv1.PlanResultEntry{Allocations: []*droverv1.Allocation{alloc}, EvalId: ev.GetId()}},

@@ -149,11 +149,20 @@ func (s *nodeService) updateStatusOnce(ctx context.Context, req *droverv1.Update
 			Time:      now,
 		},
 	}
-	index, _, err := s.backend.Apply(ctx, droverv1.MessageTypeNodeStatus, entry)
+	// Heartbeats arriving together share one entry (a fleet coming up
+	// would otherwise write one per node).
+	g, pos, err := s.statuses.submit(ctx, entry, 1)
 	if err != nil {
 		return nil, err
 	}
-	resp.Index = index
+	res, ok := g.response.(*state.NodeStatusResult)
+	if !ok {
+		return nil, fmt.Errorf("node status changes at index %d: unexpected apply response %T", g.index, g.response)
+	}
+	if err := res.Errors[pos]; err != nil {
+		return nil, err
+	}
+	resp.Index = g.index
 	for _, ev := range evals {
 		resp.EvalIds = append(resp.EvalIds, ev.GetId())
 	}

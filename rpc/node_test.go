@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -289,5 +290,41 @@ func TestWritesWithoutLeaderAreUnavailable(t *testing.T) {
 	}
 	if srv.State().LatestIndex() != 0 {
 		t.Errorf("a refused write reached the state")
+	}
+}
+
+// TestHeartbeatsShareEntries brings many registered nodes to ready at once,
+// as a fleet coming up does: their status changes share raft entries
+// instead of taking one each, and every node still ends ready.
+func TestHeartbeatsShareEntries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const fleet = 200
+	nodes := make([]*droverv1.Node, fleet)
+	for i := range nodes {
+		nodes[i] = e.register()
+	}
+	before := e.latestIndex()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() {
+			resp, err := e.nodes.UpdateStatus(e.ctx(), &droverv1.UpdateNodeStatusRequest{
+				NodeId: n.GetId(), SecretId: n.GetSecretId(), Status: droverv1.NodeStatus_NODE_STATUS_READY,
+			})
+			if err != nil || resp.GetStatus() != ready || resp.GetIndex() == 0 {
+				t.Errorf("heartbeat of %s: %s at %d, %v", n.GetId(), resp.GetStatus(), resp.GetIndex(), err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range nodes {
+		if got := e.node(n.GetId()).GetStatus(); got != ready {
+			t.Fatalf("node %s is %s after its heartbeat, want ready", n.GetId(), got)
+		}
+	}
+	entries := e.latestIndex() - before
+	t.Logf("%d nodes became ready in %d raft entries", fleet, entries)
+	if entries >= fleet {
+		t.Errorf("%d raft entries for %d status changes, want them shared", entries, fleet)
 	}
 }

@@ -93,6 +93,7 @@ type services struct {
 	logger        *slog.Logger
 	reports       *committer[*droverv1.NodeAllocUpdates]
 	registrations *committer[*droverv1.Node]
+	statuses      *committer[*droverv1.NodeStatusEntry]
 	shutdown      context.Context
 	// blocked counts blocking queries waiting for a change.
 	blocked atomic.Int64

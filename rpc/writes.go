@@ -7,11 +7,13 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// Bounds on shared entries: reports of at most maxReportAllocs allocations
-// and at most maxRegistrations nodes go into one raft entry.
+// Bounds on shared entries: reports of at most maxReportAllocs allocations,
+// at most maxRegistrations nodes and at most maxStatusUpdates heartbeats'
+// status changes go into one raft entry.
 const (
 	maxReportAllocs  = 5000
 	maxRegistrations = 512
+	maxStatusUpdates = 512
 )
 
 func (s *services) newCommitters(reportWindow time.Duration) {
@@ -20,6 +22,9 @@ func (s *services) newCommitters(reportWindow time.Duration) {
 	}
 	s.registrations = &committer[*droverv1.Node]{
 		maxWeight: maxRegistrations, write: s.writeRegistrations,
+	}
+	s.statuses = &committer[*droverv1.NodeStatusEntry]{
+		maxWeight: maxStatusUpdates, write: s.writeStatuses,
 	}
 }
 
@@ -45,6 +50,16 @@ func (s *services) writeRegistrations(nodes []*droverv1.Node) (uint64, any, erro
 		&droverv1.NodeRegisterEntry{Nodes: nodes, RegisteredAt: time.Now().UnixNano()})
 	if err != nil {
 		s.logger.Warn("writing node registrations failed", "nodes", len(nodes), "err", err)
+	}
+	return index, resp, err
+}
+
+// writeStatuses writes heartbeats' status changes as one entry.
+func (s *services) writeStatuses(updates []*droverv1.NodeStatusEntry) (uint64, any, error) {
+	index, resp, err := s.backend.Apply(context.Background(), droverv1.MessageTypeNodeStatusBatch,
+		&droverv1.NodeStatusBatchEntry{Updates: updates})
+	if err != nil {
+		s.logger.Warn("writing node status changes failed", "nodes", len(updates), "err", err)
 	}
 	return index, resp, err
 }

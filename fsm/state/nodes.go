@@ -83,18 +83,67 @@ func (s *StateStore) UpdateNodeStatus(index uint64, e *droverv1.NodeStatusEntry)
 	return s.write(index, func(tx *txn) error { return tx.updateNodeStatus(e) })
 }
 
+// NodeStatusResult says which updates of a NodeStatusBatchEntry were
+// refused.
+type NodeStatusResult struct {
+	// Errors holds, at the position of each update in the entry, nil or why
+	// it was refused (ErrConflict, ErrNotFound, ErrInvalidEntry).
+	Errors []error
+}
+
+// UpdateNodeStatuses applies a NodeStatusBatchEntry: each update as
+// UpdateNodeStatus would, applied or refused on its own; the refusals are
+// in the result.
+func (s *StateStore) UpdateNodeStatuses(index uint64, e *droverv1.NodeStatusBatchEntry) (*NodeStatusResult, []Change, error) {
+	res := &NodeStatusResult{Errors: make([]error, len(e.GetUpdates()))}
+	changes, err := s.write(index, func(tx *txn) error {
+		for i, u := range e.GetUpdates() {
+			old, err := tx.checkNodeStatus(u)
+			if err != nil {
+				// Refused before anything of it was written.
+				res.Errors[i] = err
+				continue
+			}
+			if err := tx.applyNodeStatus(old, u); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, changes, nil
+}
+
 func (tx *txn) updateNodeStatus(e *droverv1.NodeStatusEntry) error {
+	old, err := tx.checkNodeStatus(e)
+	if err != nil {
+		return err
+	}
+	return tx.applyNodeStatus(old, e)
+}
+
+// checkNodeStatus returns the node a status update applies to, or why it
+// may not be applied: the node is gone, or changed since the proposer read
+// it.
+func (tx *txn) checkNodeStatus(e *droverv1.NodeStatusEntry) (*droverv1.Node, error) {
 	if _, known := droverv1.NodeStatus_name[int32(e.GetStatus())]; !known || e.GetStatus() == droverv1.NodeStatus_NODE_STATUS_UNSPECIFIED {
-		return invalidEntry("node %s: status %d", e.GetNodeId(), e.GetStatus())
+		return nil, invalidEntry("node %s: status %d", e.GetNodeId(), e.GetStatus())
 	}
 	old := tx.node(e.GetNodeId())
 	if old == nil {
-		return fmt.Errorf("update status of node %s: %w", e.GetNodeId(), ErrNotFound)
+		return nil, fmt.Errorf("update status of node %s: %w", e.GetNodeId(), ErrNotFound)
 	}
 	if want := e.GetExpectedModifyIndex(); want != 0 && old.GetModifyIndex() != want {
-		return fmt.Errorf("update status of node %s: modify index is %d, expected %d: %w",
+		return nil, fmt.Errorf("update status of node %s: modify index is %d, expected %d: %w",
 			e.GetNodeId(), old.GetModifyIndex(), want, ErrConflict)
 	}
+	return old, nil
+}
+
+// applyNodeStatus writes a checked status update of node old.
+func (tx *txn) applyNodeStatus(old *droverv1.Node, e *droverv1.NodeStatusEntry) error {
 	n := old.CloneVT()
 	n.Status = e.GetStatus()
 	n.StatusDescription = e.GetStatusDescription()
@@ -123,11 +172,7 @@ func (tx *txn) updateNodeStatus(e *droverv1.NodeStatusEntry) error {
 // whatever order the agent's calls arrive in when it returns. Allocations
 // that cannot outlive it are left to the scheduler, which finds them lost.
 func (tx *txn) markAllocsUnknown(nodeID string, now int64) error {
-	set := get[*allocSet](tx, tableNodeAllocs, nodeID)
-	if set == nil {
-		return nil
-	}
-	for _, a := range set.allocs {
+	for _, a := range tx.nodeSets.peek(tx, nodeID) {
 		if !a.Disconnectable(tx.jobVersion(a.GetJobId(), a.GetJobVersion())) {
 			continue
 		}

@@ -23,6 +23,7 @@ const (
 	MessageTypeNodeEligibility   MessageType = 10 // NodeEligibilityEntry
 	MessageTypeNodeDrain         MessageType = 11 // NodeDrainEntry
 	MessageTypeGC                MessageType = 12 // GCEntry
+	MessageTypeNodeStatusBatch   MessageType = 13 // NodeStatusBatchEntry
 
 	// IgnoreUnknownTypeFlag is set on message types that older servers may
 	// skip when they do not know them.
@@ -59,6 +60,8 @@ func (t MessageType) String() string {
 		return "NodeDrain"
 	case MessageTypeGC:
 		return "GC"
+	case MessageTypeNodeStatusBatch:
+		return "NodeStatusBatch"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }

@@ -973,6 +973,54 @@ func (x *JobVersionRef) GetVersion() uint64 {
 	return 0
 }
 
+// NodeStatusBatchEntry carries heartbeats' status changes that arrived
+// together (group commit), so that a fleet coming up writes a few entries
+// rather than one per node. Each update is applied, or refused (its
+// expected_modify_index no longer matches), on its own.
+type NodeStatusBatchEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Updates       []*NodeStatusEntry     `protobuf:"bytes,1,rep,name=updates,proto3" json:"updates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusBatchEntry) Reset() {
+	*x = NodeStatusBatchEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusBatchEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusBatchEntry) ProtoMessage() {}
+
+func (x *NodeStatusBatchEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusBatchEntry.ProtoReflect.Descriptor instead.
+func (*NodeStatusBatchEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NodeStatusBatchEntry) GetUpdates() []*NodeStatusEntry {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
 var File_drover_v1_raft_proto protoreflect.FileDescriptor
 
 const file_drover_v1_raft_proto_rawDesc = "" +
@@ -1047,7 +1095,9 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"\fjob_versions\x18\x05 \x03(\v2\x18.drover.v1.JobVersionRefR\vjobVersions\"@\n" +
 	"\rJobVersionRef\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversionB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\aversion\x18\x02 \x01(\x04R\aversion\"L\n" +
+	"\x14NodeStatusBatchEntry\x124\n" +
+	"\aupdates\x18\x01 \x03(\v2\x1a.drover.v1.NodeStatusEntryR\aupdatesB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_raft_proto_rawDescOnce sync.Once
@@ -1061,7 +1111,7 @@ func file_drover_v1_raft_proto_rawDescGZIP() []byte {
 	return file_drover_v1_raft_proto_rawDescData
 }
 
-var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_drover_v1_raft_proto_goTypes = []any{
 	(*NodeRegisterEntry)(nil),      // 0: drover.v1.NodeRegisterEntry
 	(*NodeStatusEntry)(nil),        // 1: drover.v1.NodeStatusEntry
@@ -1077,46 +1127,48 @@ var file_drover_v1_raft_proto_goTypes = []any{
 	(*NodeDrainEntry)(nil),         // 11: drover.v1.NodeDrainEntry
 	(*GCEntry)(nil),                // 12: drover.v1.GCEntry
 	(*JobVersionRef)(nil),          // 13: drover.v1.JobVersionRef
-	(*Node)(nil),                   // 14: drover.v1.Node
-	(NodeStatus)(0),                // 15: drover.v1.NodeStatus
-	(*NodeEvent)(nil),              // 16: drover.v1.NodeEvent
-	(*Evaluation)(nil),             // 17: drover.v1.Evaluation
-	(*AllocClientUpdate)(nil),      // 18: drover.v1.AllocClientUpdate
-	(*Job)(nil),                    // 19: drover.v1.Job
-	(*Allocation)(nil),             // 20: drover.v1.Allocation
-	(*AllocStop)(nil),              // 21: drover.v1.AllocStop
-	(*ServerMember)(nil),           // 22: drover.v1.ServerMember
-	(SchedulingEligibility)(0),     // 23: drover.v1.SchedulingEligibility
-	(*DrainStrategy)(nil),          // 24: drover.v1.DrainStrategy
+	(*NodeStatusBatchEntry)(nil),   // 14: drover.v1.NodeStatusBatchEntry
+	(*Node)(nil),                   // 15: drover.v1.Node
+	(NodeStatus)(0),                // 16: drover.v1.NodeStatus
+	(*NodeEvent)(nil),              // 17: drover.v1.NodeEvent
+	(*Evaluation)(nil),             // 18: drover.v1.Evaluation
+	(*AllocClientUpdate)(nil),      // 19: drover.v1.AllocClientUpdate
+	(*Job)(nil),                    // 20: drover.v1.Job
+	(*Allocation)(nil),             // 21: drover.v1.Allocation
+	(*AllocStop)(nil),              // 22: drover.v1.AllocStop
+	(*ServerMember)(nil),           // 23: drover.v1.ServerMember
+	(SchedulingEligibility)(0),     // 24: drover.v1.SchedulingEligibility
+	(*DrainStrategy)(nil),          // 25: drover.v1.DrainStrategy
 }
 var file_drover_v1_raft_proto_depIdxs = []int32{
-	14, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
-	15, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
-	16, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
-	17, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
+	15, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
+	16, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
+	17, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
+	18, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
 	3,  // 4: drover.v1.AllocClientUpdateEntry.nodes:type_name -> drover.v1.NodeAllocUpdates
-	18, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
-	17, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
-	19, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
-	17, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
-	17, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
-	17, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
-	20, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
-	21, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
-	17, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
-	22, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
-	23, // 15: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
-	16, // 16: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
-	17, // 17: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
-	24, // 18: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
-	16, // 19: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
-	17, // 20: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
+	19, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
+	18, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
+	20, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
+	18, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
+	18, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
+	18, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
+	21, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
+	22, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
+	18, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
+	23, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
+	24, // 15: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
+	17, // 16: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
+	18, // 17: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
+	25, // 18: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
+	17, // 19: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
+	18, // 20: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
 	13, // 21: drover.v1.GCEntry.job_versions:type_name -> drover.v1.JobVersionRef
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	1,  // 22: drover.v1.NodeStatusBatchEntry.updates:type_name -> drover.v1.NodeStatusEntry
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_raft_proto_init() }
@@ -1136,7 +1188,7 @@ func file_drover_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_raft_proto_rawDesc), len(file_drover_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
