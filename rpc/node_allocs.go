@@ -121,6 +121,10 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 	if _, err := authenticate(s.backend.State().Snapshot(), req.GetNodeId(), req.GetSecretId()); err != nil {
 		return nil, err
 	}
+	if req.GetMinIndex() > 0 {
+		s.allocWatchers.Add(1)
+		defer s.allocWatchers.Add(-1)
+	}
 	resp := &droverv1.GetAllocsResponse{}
 	_, err := s.query(ctx, &droverv1.QueryOptions{MinIndex: req.GetMinIndex(), MaxWait: req.GetMaxWait()},
 		func(snap *state.Snapshot) (uint64, error) {

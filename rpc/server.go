@@ -97,6 +97,8 @@ type services struct {
 	shutdown      context.Context
 	// blocked counts blocking queries waiting for a change.
 	blocked atomic.Int64
+	// allocWatchers counts agents in a blocking GetAllocs call.
+	allocWatchers atomic.Int64
 }
 
 // NewServer builds the gRPC server with every service registered. Health
@@ -163,10 +165,6 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 // Serve accepts connections on l until Stop.
 func (s *Server) Serve(l net.Listener) error { return s.grpc.Serve(l) }
 
-// BlockingQueries counts the blocking queries (agents' GetAllocs among
-// them) waiting for a change now.
-func (s *Server) BlockingQueries() int64 { return s.services.blocked.Load() }
-
 // SetServing reports the drover services as serving or not in
 // grpc.health.v1; the server calls it as it gains and loses a known leader
 // with caught-up state.
@@ -183,6 +181,9 @@ func (s *Server) SetServing(serving bool) {
 // BlockedQueries is the number of blocking queries (GetAllocs long polls
 // included) currently waiting for a change.
 func (s *Server) BlockedQueries() int64 { return s.services.blocked.Load() }
+
+// AllocWatchers counts the agents in a blocking GetAllocs call now.
+func (s *Server) AllocWatchers() int64 { return s.services.allocWatchers.Load() }
 
 // Stop reports NOT_SERVING for everything, ends blocking queries and
 // streams, and waits for calls in flight until ctx ends; then it closes

@@ -52,6 +52,9 @@ func TestTenThousandWatchers(t *testing.T) {
 		})
 	}
 	waitBlocked(t, e, watchers)
+	if got := e.srv.AllocWatchers(); got != watchers {
+		t.Errorf("GetAllocs watchers = %d, want %d", got, watchers)
+	}
 
 	woken := make(map[int]bool)
 	for round := range rounds {

@@ -16,11 +16,13 @@ import (
 // demand through OperatorService.GarbageCollect. It plans on a snapshot
 // and writes the deletions in bounded raft entries; the state store checks
 // every object again as it applies them.
+//
+// A periodic and an on-demand run may overlap: both plan on snapshots and
+// the state store applies each deletion once, so the second finds the
+// objects gone and counts nothing for them. No lock is held across the
+// raft writes.
 type garbageCollector struct {
 	s *Server
-	// mu makes the periodic and the on-demand runs take turns, so that two
-	// never delete the same objects twice over.
-	mu sync.Mutex
 
 	// leaderCtx is the current leadership's context; nil while this
 	// server does not lead.
@@ -92,8 +94,6 @@ func (g *garbageCollector) GarbageCollect(ctx context.Context) (*droverv1.Garbag
 // collect plans on the newest state and writes the entries one by one,
 // counting what the state store actually deleted.
 func (g *garbageCollector) collect(ctx context.Context, th gc.Thresholds) (*droverv1.GarbageCollectResponse, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	entries := gc.Plan(g.s.state.Snapshot(), th, time.Now(), g.s.cfg.GC.BatchSize)
 	res := &droverv1.GarbageCollectResponse{}
 	for _, e := range entries {

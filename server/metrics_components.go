@@ -126,6 +126,8 @@ var (
 		"Nodes of plans the applier rejected (what no longer fit).", nil, nil)
 	blockingQueriesDesc = prometheus.NewDesc("drover_blocking_queries",
 		"Blocking queries waiting for a change on this server, agents' GetAllocs among them.", nil, nil)
+	allocWatchersDesc = prometheus.NewDesc("drover_getallocs_watchers",
+		"Agents in a blocking Node.GetAllocs call on this server.", nil, nil)
 )
 
 // schedulingCollector reports the broker, blocked evaluations and plan
@@ -138,7 +140,7 @@ type schedulingCollector struct {
 // Describe implements prometheus.Collector.
 func (c schedulingCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{brokerEvalsDesc, blockedEvalsDesc, planQueueDesc, plansAppliedDesc,
-		plansRejectedDesc, planNodesRejectedDesc, blockingQueriesDesc} {
+		plansRejectedDesc, planNodesRejectedDesc, blockingQueriesDesc, allocWatchersDesc} {
 		ch <- d
 	}
 }
@@ -162,5 +164,6 @@ func (c schedulingCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(plansAppliedDesc, st.GetPlansApplied())
 	counter(plansRejectedDesc, st.GetPlansPartiallyRejected())
 	counter(planNodesRejectedDesc, st.GetPlanNodesRejected())
-	gauge(blockingQueriesDesc, float64(c.rpc.BlockingQueries()))
+	gauge(blockingQueriesDesc, float64(c.rpc.BlockedQueries()))
+	gauge(allocWatchersDesc, float64(c.rpc.AllocWatchers()))
 }

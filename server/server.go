@@ -344,3 +344,6 @@ func writeFileAtomic(path string, data []byte) error {
 
 // BlockedQueries is the number of blocking queries waiting for a change.
 func (s *Server) BlockedQueries() int64 { return s.rpc.BlockedQueries() }
+
+// AllocWatchers is the number of agents in a blocking GetAllocs call.
+func (s *Server) AllocWatchers() int64 { return s.rpc.AllocWatchers() }

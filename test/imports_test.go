@@ -47,6 +47,8 @@ rpc/...        | fsm/state fsm/events proto/... rpc/... internal/version  | -
 server/...     | ...                                                      | -
 internal/tlsconfig | -                                                    | -
 internal/testcerts | internal/tlsconfig                                   | -
+internal/simagent  | proto/... rpc                                        | -
+internal/loadgen   | proto/... rpc internal/simagent                      | -
 `
 
 // The rpc row means rpc never imports server, worker or fsm (the package);
@@ -60,7 +62,9 @@ internal/testcerts | internal/tlsconfig                                   | -
 // _test.go file may import internal/mock, internal/testserver and
 // internal/testcerts; go list .Imports does not show test imports.)
 // internal/testcerts writes throwaway certificates: nothing but tests may
-// use it.
+// use it. The simulated agents and the load driver are clients of the
+// servers: they reach them only over the API (rpc for its codec), and
+// nothing of the servers' own may depend on them.
 const importedByTable = `
 package        | may be imported only by
 cmd/...        | cmd/...
@@ -68,6 +72,8 @@ test/...       | test/...
 internal/mock  | test/... internal/testserver
 internal/testserver | test/...
 internal/testcerts  | test/... internal/testserver
+internal/simagent   | cmd/... test/... internal/loadgen
+internal/loadgen    | cmd/... test/...
 `
 
 type importRule struct {

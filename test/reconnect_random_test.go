@@ -47,12 +47,11 @@ func TestRandomizedReconnects(t *testing.T) {
 		"-update-alloc-batch", "10ms",
 	))
 	ctx := within(t, t.Context(), 8*time.Minute)
-	leader := c.WaitLeader(ctx)
+	c.WaitLeader(ctx)
 	conns := []grpc.ClientConnInterface{}
 	for _, s := range c.Servers() {
 		conns = append(conns, s.Conn())
 	}
-	_ = leader
 
 	seeds := make([]uint64, 0, reconnectSeeds)
 	if one := envSeed(t); one != nil {

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -85,9 +84,6 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 	if err != nil {
 		return err
 	}
-	if err := checkFree(map[string]string{"-rpc-addr": o.rpcAddr, "-raft-addr": o.raftAddr, "-http-addr": o.httpAddr}); err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp(o.tempRoot, "drover-dev-")
 	if err != nil {
 		return fmt.Errorf("create the dev data dir: %w", err)
@@ -146,22 +142,6 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "drover dev: stopping the agents and the server")
 	return nil
-}
-
-// checkFree fails with a clear error if one of the listen addresses (by
-// flag) is taken. server.New would fail too, but naming the flag helps the
-// one who typed `make run` twice.
-func checkFree(addrs map[string]string) error {
-	var errs []error
-	for flagName, addr := range addrs {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %s is in use (another drover?): pick another with %s: %w", flagName, addr, flagName, err))
-			continue
-		}
-		_ = l.Close()
-	}
-	return errors.Join(errs...)
 }
 
 // registerSample registers job on the dev server, retrying while the
