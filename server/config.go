@@ -42,6 +42,11 @@ type Config struct {
 	// RPCAddr is the gRPC listen address (127.0.0.1:4650); port 0 picks a
 	// free port.
 	RPCAddr string
+	// RPCListener, if set, is used for gRPC instead of listening on
+	// RPCAddr, for callers that must know every server's address before
+	// any server starts (tests forming a cluster, socket activation). The
+	// server closes it on shutdown.
+	RPCListener net.Listener
 	// RaftAddr is the raft transport's listen address (127.0.0.1:4651).
 	RaftAddr string
 	// AdvertiseHost is the host other servers and agents reach this server

@@ -113,8 +113,8 @@ func New(cfg Config) (s *Server, err error) {
 	s.events = events.NewBroker(events.Config{MaxEvents: cfg.EventBufferSize})
 	cleanups = append(cleanups, s.events.Close)
 
-	if s.listener, err = net.Listen("tcp", cfg.RPCAddr); err != nil {
-		return nil, fmt.Errorf("listen for gRPC on %s: %w", cfg.RPCAddr, err)
+	if s.listener, err = rpcListener(cfg); err != nil {
+		return nil, err
 	}
 	listener := s.listener
 	cleanups = append(cleanups, func() { _ = listener.Close() })
@@ -347,3 +347,16 @@ func (s *Server) BlockedQueries() int64 { return s.rpc.BlockedQueries() }
 
 // AllocWatchers is the number of agents in a blocking GetAllocs call.
 func (s *Server) AllocWatchers() int64 { return s.rpc.AllocWatchers() }
+
+// rpcListener is the caller's listener when it passed one, otherwise a new
+// one on the configured address.
+func rpcListener(cfg Config) (net.Listener, error) {
+	if cfg.RPCListener != nil {
+		return cfg.RPCListener, nil
+	}
+	l, err := net.Listen("tcp", cfg.RPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for gRPC on %s: %w", cfg.RPCAddr, err)
+	}
+	return l, nil
+}

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/droverhq/drover/internal/simagent"
-	"github.com/droverhq/drover/internal/testserver"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -83,7 +82,9 @@ func startFake(t *testing.T) (*fakeNodes, string) {
 // heartbeating.
 func TestFleetRegistersAgainAndMovesOn(t *testing.T) {
 	fake, addr := startFake(t)
-	dead := testserver.FreeAddr(t)
+	// Nothing listens on port 1 of loopback, and no test could bind it
+	// by chance the way it could take a port that was free a moment ago.
+	dead := "127.0.0.1:1"
 	f := startFleet(t, []string{dead, addr}, 10, func(c *simagent.Config) {
 		c.HeartbeatOnly = true
 		c.RetryMin, c.RetryMax = 10*time.Millisecond, 100*time.Millisecond

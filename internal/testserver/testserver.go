@@ -156,9 +156,17 @@ func WaitServing(t testing.TB, conn *grpc.ClientConn) {
 // every one reports healthy. Options adjust each server's configuration.
 func StartCluster(t testing.TB, n int, opts ...func(*server.Config)) []*Server {
 	t.Helper()
+	// Every server's listener is open before any server starts, so that
+	// no other socket can take a port between choosing and serving it.
+	listeners := make([]net.Listener, n)
 	addrs := make([]string, n)
 	for i := range addrs {
-		addrs[i] = FreeAddr(t)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("listen for server s%d: %v", i+1, err)
+		}
+		t.Cleanup(func() { _ = l.Close() }) // if its server never starts
+		listeners[i], addrs[i] = l, l.Addr().String()
 	}
 	servers := make([]*Server, n)
 	for i := range servers {
@@ -166,6 +174,7 @@ func StartCluster(t testing.TB, n int, opts ...func(*server.Config)) []*Server {
 		cfg.DataDir = t.TempDir()
 		cfg.ServerID = fmt.Sprintf("s%d", i+1)
 		cfg.RPCAddr = addrs[i]
+		cfg.RPCListener = listeners[i]
 		cfg.RaftAddr = "127.0.0.1:0"
 		cfg.BootstrapExpect = n
 		cfg.Join = addrs
@@ -189,20 +198,4 @@ func StartCluster(t testing.TB, n int, opts ...func(*server.Config)) []*Server {
 		s.waitRecorded(t)
 	}
 	return servers
-}
-
-// FreeAddr returns a loopback address with a port that was free a moment
-// ago, for configurations that must name other servers' addresses before
-// they start.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	return addr
 }
