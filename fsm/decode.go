@@ -86,6 +86,8 @@ func newEntryMessage(t droverv1.MessageType) vtMessage {
 		return &droverv1.GCEntry{}
 	case droverv1.MessageTypeNodeStatusBatch:
 		return &droverv1.NodeStatusBatchEntry{}
+	case droverv1.MessageTypeAllocTransition:
+		return &droverv1.AllocDesiredTransitionEntry{}
 	case droverv1.MessageTypeServerRemove:
 		return &droverv1.ServerRemoveEntry{}
 	}

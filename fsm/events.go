@@ -27,6 +27,8 @@ func eventType(msgType droverv1.MessageType) string {
 		return "NodeEligibilityUpdated"
 	case droverv1.MessageTypeNodeDrain:
 		return "NodeDrainUpdated"
+	case droverv1.MessageTypeAllocTransition:
+		return "AllocationTransitionUpdated"
 	case droverv1.MessageTypeGC:
 		// Every object of a GC entry was deleted.
 		return "GarbageCollected"

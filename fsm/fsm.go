@@ -109,6 +109,8 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 		changes, err = f.state.UpdateNodeEligibility(index, m)
 	case *droverv1.NodeDrainEntry:
 		changes, err = f.state.UpdateNodeDrain(index, m)
+	case *droverv1.AllocDesiredTransitionEntry:
+		changes, err = f.state.UpdateAllocTransitions(index, m)
 	case *droverv1.GCEntry:
 		var res *state.GCResult
 		res, changes, err = f.state.ApplyGC(index, m)

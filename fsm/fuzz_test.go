@@ -73,6 +73,8 @@ func newSeedState(tb testing.TB) *seedState {
 		{droverv1.MessageTypeServerRemove, &droverv1.ServerRemoveEntry{ServerId: "s1"}},
 		{droverv1.MessageTypeNodeEligibility, &droverv1.NodeEligibilityEntry{NodeId: n.GetId(), Eligibility: droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_INELIGIBLE}},
 		{droverv1.MessageTypeNodeDrain, &droverv1.NodeDrainEntry{NodeId: n.GetId(), DrainStrategy: &droverv1.DrainStrategy{StartedAt: 1}}},
+		{droverv1.MessageTypeAllocTransition, &droverv1.AllocDesiredTransitionEntry{
+			Transitions: map[string]*droverv1.DesiredTransition{alloc.GetId(): {Migrate: true}}, Evals: []*droverv1.Evaluation{mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_DRAIN)}}},
 		{droverv1.MessageTypeGC, &droverv1.GCEntry{NodeIds: []string{n.GetId()}, AllocIds: []string{alloc.GetId()}, EvalIds: []string{ev.GetId()}, JobIds: []string{job.GetId()},
 			JobVersions: []*droverv1.JobVersionRef{{JobId: job.GetId(), Version: 0}}}},
 	}

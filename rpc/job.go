@@ -30,7 +30,7 @@ func (s *jobService) Register(ctx context.Context, req *droverv1.RegisterJobRequ
 		return nil, err
 	}
 	now := time.Now().UnixNano()
-	eval := newEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER, "", now)
+	eval := NewEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER, "", now)
 	index, resp, err := s.backend.Apply(ctx, droverv1.MessageTypeJobRegister,
 		&droverv1.JobRegisterEntry{Job: job, Eval: eval, SubmittedAt: now, RequestId: req.GetRequestId()})
 	if err != nil {
@@ -71,7 +71,7 @@ func (s *jobService) Deregister(ctx context.Context, req *droverv1.DeregisterJob
 		return nil, fmt.Errorf("job %q: %w", req.GetJobId(), state.ErrNotFound)
 	}
 	now := time.Now().UnixNano()
-	eval := newEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER, "", now)
+	eval := NewEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER, "", now)
 	index, resp, err := s.backend.Apply(ctx, droverv1.MessageTypeJobDeregister,
 		&droverv1.JobDeregisterEntry{JobId: job.GetId(), Eval: eval, DeregisteredAt: now, RequestId: req.GetRequestId()})
 	if err != nil {

@@ -105,6 +105,13 @@ func TestJobRegisterRejections(t *testing.T) {
 			j.TaskGroups[0].ReschedulePolicy = &droverv1.ReschedulePolicy{Attempts: 2, DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT}
 		}, "job.task_groups[0].reschedule_policy.interval"},
 		{"task without driver", func(j *droverv1.Job) { j.TaskGroups[0].Tasks[0].Driver = "" }, "job.task_groups[0].tasks[0].driver"},
+		{"migrate without parallelism", func(j *droverv1.Job) {
+			j.TaskGroups[0].Migrate = &droverv1.MigrateStrategy{}
+		}, "job.task_groups[0].migrate.max_parallel"},
+		{"migrate on a batch job", func(j *droverv1.Job) {
+			j.Type = droverv1.JobType_JOB_TYPE_BATCH
+			j.TaskGroups[0].Migrate = &droverv1.MigrateStrategy{MaxParallel: 1}
+		}, "job.task_groups[0].migrate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

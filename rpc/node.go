@@ -237,7 +237,7 @@ func NodeEvals(snap *state.Snapshot, node *droverv1.Node, now int64) []*droverv1
 			return
 		}
 		seen[job.GetId()] = struct{}{}
-		evals = append(evals, newEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, node.GetId(), now))
+		evals = append(evals, NewEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, node.GetId(), now))
 	}
 	allocs, _ := snap.AllocsByNode(node.GetId())
 	for _, a := range allocs {
@@ -268,8 +268,8 @@ func allocMattersToNodeChange(a *droverv1.Allocation, job *droverv1.Job) bool {
 	return !(a.ServerTerminal() && a.ClientTerminal())
 }
 
-// newEval builds a pending evaluation of job.
-func newEval(job *droverv1.Job, trigger droverv1.EvalTrigger, nodeID string, now int64) *droverv1.Evaluation {
+// NewEval builds a pending evaluation of job, about nodeID if it is set.
+func NewEval(job *droverv1.Job, trigger droverv1.EvalTrigger, nodeID string, now int64) *droverv1.Evaluation {
 	return &droverv1.Evaluation{
 		Id:          uuid.NewString(),
 		Priority:    job.GetPriority(),

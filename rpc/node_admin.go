@@ -131,11 +131,11 @@ func eligibilityWord(e droverv1.SchedulingEligibility) string {
 	return "eligible"
 }
 
-// UpdateDrain starts or ends a drain. Starting one evaluates every job with
-// allocations on the node, which the scheduler then moves elsewhere; the
-// leader's drainer ends the drain once none is left. Nothing is written for
-// ending a drain that is not running, unless the node is to become
-// eligible.
+// UpdateDrain starts or ends a drain. Starting one makes the node
+// ineligible and nothing more: the leader's drainer then marks its
+// allocations to migrate in turns, and ends the drain once none is left.
+// Nothing is written for ending a drain that is not running, unless the
+// node is to become eligible.
 func (s *nodeService) UpdateDrain(ctx context.Context, req *droverv1.UpdateNodeDrainRequest) (*droverv1.UpdateNodeDrainResponse, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -149,11 +149,13 @@ func (s *nodeService) UpdateDrain(ctx context.Context, req *droverv1.UpdateNodeD
 	switch {
 	case req.GetEnable():
 		entry.DrainStrategy = &droverv1.DrainStrategy{IgnoreSystemJobs: req.GetIgnoreSystemJobs(), StartedAt: now}
-		if d := req.GetDeadline(); d > 0 {
+		switch d := req.GetDeadline(); {
+		case req.GetForce():
+			entry.DrainStrategy.Deadline = now
+		case d > 0:
 			entry.DrainStrategy.Deadline = now + d
 		}
 		entry.Event = &droverv1.NodeEvent{Message: "Node drain started", Subsystem: "Drain", Time: now}
-		entry.Evals = NodeEvals(snap, node, now)
 	case node.GetDrainStrategy() == nil && (!req.GetMarkEligible() ||
 		node.GetSchedulingEligibility() == droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_ELIGIBLE):
 		return &droverv1.UpdateNodeDrainResponse{}, nil

@@ -84,7 +84,7 @@ func allocUpdates(snap *state.Snapshot, node *droverv1.Node, updates []*droverv1
 			continue
 		}
 		evalJobs[job.GetId()] = struct{}{}
-		group.Evals = append(group.Evals, newEval(job, trigger, node.GetId(), 0))
+		group.Evals = append(group.Evals, NewEval(job, trigger, node.GetId(), 0))
 	}
 	return group, nil
 }

@@ -32,7 +32,7 @@ func TestProcessSystem(t *testing.T) {
 				case 3:
 					n.Datacenter = "dc-2"
 				case 4:
-					draining(false)(n)
+					draining()(n)
 				}
 			}},
 		{name: "constraint", want: []int{0, 2, 4},

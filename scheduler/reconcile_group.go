@@ -114,7 +114,9 @@ func (g *groupReconciler) classifyLive(a *droverv1.Allocation) {
 		g.classifyDisconnected(a)
 	case disconnectExpired(a, g.group, g.in.now, g.in.evalID):
 		g.lost = append(g.lost, a)
-	case a.GetDesiredTransition().GetMigrate() || node.GetDrainStrategy() != nil:
+	case a.GetDesiredTransition().GetMigrate():
+		// The drainer marks what may leave a draining node now; the rest
+		// stays where it is until its turn.
 		g.migrate = append(g.migrate, a)
 	default:
 		g.untainted = append(g.untainted, a)
@@ -210,7 +212,10 @@ func (g *groupReconciler) scaleDown() {
 	}
 	for _, a := range g.untainted {
 		rank := 2
-		if isRunning(a) {
+		switch {
+		case g.in.nodes[a.GetNodeId()].GetDrainStrategy() != nil:
+			rank = 1 // leaving anyway, in its turn
+		case isRunning(a):
 			rank = 3
 		}
 		cands = append(cands, candidate{a, rank})

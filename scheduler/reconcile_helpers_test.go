@@ -116,9 +116,11 @@ func rcNode(id string, status droverv1.NodeStatus, opts ...func(*droverv1.Node))
 	return n
 }
 
-func draining(ignoreSystem bool) func(*droverv1.Node) {
+// draining starts a drain of the node; which of its allocations move is
+// the drainer's decision, marked on each allocation (withMigrate).
+func draining() func(*droverv1.Node) {
 	return func(n *droverv1.Node) {
-		n.DrainStrategy = &droverv1.DrainStrategy{StartedAt: rcNow, IgnoreSystemJobs: ignoreSystem}
+		n.DrainStrategy = &droverv1.DrainStrategy{StartedAt: rcNow}
 		n.SchedulingEligibility = droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_INELIGIBLE
 	}
 }

@@ -15,9 +15,9 @@ import (
 // tainted holds the other nodes hosting the job's allocations, nil for a
 // node that is gone. What happens to an allocation there depends on the
 // node: lost if it is down or gone; unknown for a while if it is
-// disconnected and the group tolerates it; stopped if it is draining
-// (unless the drain spares system jobs) or it is ready and eligible but no
-// longer one the job may use; left alone if it is initializing or
+// disconnected and the group tolerates it; stopped if the drainer marked
+// it to migrate (once the rest of a draining node's work has left) or the
+// node is ready and eligible but no longer one the job may use; left alone if it is initializing or
 // ineligible, since those states are passing or an operator's choice not
 // to place new work. An allocation on a node in neither map is stopped.
 func reconcileSystem(job *droverv1.Job, jobVersion func(uint64) *droverv1.Job, allocs []*droverv1.Allocation,
@@ -125,10 +125,9 @@ func (s *systemReconciler) offEligible(ch *groupChanges, tg *droverv1.TaskGroup,
 			return
 		}
 		ch.stop(a, allocLost, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST)
-	case n.GetDrainStrategy() != nil:
-		if !n.GetDrainStrategy().GetIgnoreSystemJobs() {
-			ch.stop(a, allocMigrating, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED)
-		}
+	case a.GetDesiredTransition().GetMigrate():
+		// A drain's turn for system work comes when the rest has left.
+		ch.stop(a, allocMigrating, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED)
 	case n.GetStatus() == droverv1.NodeStatus_NODE_STATUS_INITIALIZING,
 		n.GetSchedulingEligibility() == droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_INELIGIBLE:
 		// Passing, or the operator's choice: existing work stays.

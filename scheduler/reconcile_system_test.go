@@ -15,7 +15,7 @@ func TestReconcileSystem(t *testing.T) {
 	withMCD := rcJob(jtSystem, 1, withDisconnect(10*time.Minute, droverv1.ReconnectStrategy_RECONNECT_STRATEGY_BEST_SCORE))
 	eligible := rcNodes(rcNode("n1", nsReady), rcNode("n2", nsReady))
 	tainted := rcNodes(
-		rcNode("down", nsDown), rcNode("drain", nsReady, draining(false)), rcNode("drain-spare", nsReady, draining(true)),
+		rcNode("down", nsDown), rcNode("drain", nsReady, draining()), rcNode("drain-marked", nsReady, draining()),
 		rcNode("disc", nsDisconnected), rcNode("init", nsInit), rcNode("other-dc", nsReady),
 		rcNode("inel", nsReady, func(n *droverv1.Node) {
 			n.SchedulingEligibility = droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_INELIGIBLE
@@ -67,10 +67,10 @@ func TestReconcileSystem(t *testing.T) {
 			want:   rcSummary{},
 		},
 		{
-			name:   "stopped on a draining node unless the drain spares system jobs",
+			name:   "on a draining node: kept until the drainer marks it to migrate",
 			job:    sys,
-			allocs: append(both(sys), on(sys, "drain"), on(sys, "drain-spare")),
-			want:   rcSummary{stop: rcList("x-drain: " + allocMigrating)},
+			allocs: append(both(sys), on(sys, "drain"), on(sys, "drain-marked", withMigrate())),
+			want:   rcSummary{stop: rcList("x-drain-marked: " + allocMigrating)},
 		},
 		{
 			name:   "in place update on every node",

@@ -277,7 +277,7 @@ func TestReconcileTainted(t *testing.T) {
 	svc := rcJob(jtService, 2)
 	dis := rcJob(jtService, 2, withDisconnect(10*time.Minute, droverv1.ReconnectStrategy_RECONNECT_STRATEGY_BEST_SCORE))
 	nodes := rcNodes(
-		rcNode("n1", nsReady), rcNode("n2", nsDown), rcNode("n3", nsReady, draining(false)),
+		rcNode("n1", nsReady), rcNode("n2", nsDown), rcNode("n3", nsReady, draining()),
 		rcNode("n4", nsDisconnected), rcNode("n5", nsInit),
 	)
 	nodes["nil"] = nil
@@ -339,9 +339,25 @@ func TestReconcileTainted(t *testing.T) {
 			want:  rcSummary{},
 		},
 		{
-			name:   "migrate off a draining node",
+			name:   "on a draining node: kept until the drainer marks it",
 			job:    svc,
 			allocs: []*droverv1.Allocation{rcAlloc(svc, 0, "n1"), rcAlloc(svc, 1, "n3")},
+			nodes:  nodes,
+			want:   rcSummary{},
+		},
+		{
+			name: "scale down prefers allocations on a draining node",
+			job:  rcJob(jtService, 1),
+			allocs: []*droverv1.Allocation{
+				rcAlloc(svc, 0, "n3"), rcAlloc(svc, 1, "n1"),
+			},
+			nodes: nodes,
+			want:  rcSummary{stop: rcList("a0: " + allocNotNeeded)},
+		},
+		{
+			name:   "migrate off a draining node once marked",
+			job:    svc,
+			allocs: []*droverv1.Allocation{rcAlloc(svc, 0, "n1"), rcAlloc(svc, 1, "n3", withMigrate())},
 			nodes:  nodes,
 			want:   rcSummary{stop: rcList("a1: " + allocMigrating), place: rcList("j.web[1]<-a1")},
 		},

@@ -8,18 +8,20 @@ import (
 
 	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/rpc"
+	"github.com/droverhq/drover/server/drain"
 )
 
-// drainCheckInterval is how often the leader looks for drains that are
-// over. A drain takes as long as its allocations take to stop, seconds at
-// least, so a second of lag is not noticed.
+// drainCheckInterval is how often the leader moves drains on. A drain
+// takes as long as its allocations take to stop and their replacements to
+// start, seconds at least, so a second of lag is not noticed.
 const drainCheckInterval = time.Second
 
-// drainer ends drains on the leader. Starting a drain makes the node
-// ineligible and evaluates its jobs; the schedulers then move the
-// allocations elsewhere. The drainer notices when none is left running on
-// the node (or the deadline has passed) and ends the drain, leaving the
-// node ineligible.
+// drainer moves drains on, on the leader. Starting a drain makes the node
+// ineligible; each round the drainer marks the allocations that may leave
+// draining nodes now (drain.Decide) with an evaluation per job, which the
+// schedulers then stop and replace elsewhere, and ends the drains that are
+// over, leaving those nodes ineligible.
 type drainer struct {
 	s *Server
 }
@@ -49,40 +51,56 @@ func (d *drainer) run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		snap := d.s.state.Snapshot()
-		now := time.Now().UnixNano()
-		for n := range snap.Nodes() {
-			if n.GetDrainStrategy() == nil || !drainDone(snap, n, now) {
-				continue
-			}
-			if err := d.complete(ctx, n, now); err != nil && ctx.Err() == nil && !errors.Is(err, state.ErrConflict) {
-				d.s.logger.Warn("could not end a finished drain", "node", n.GetId(), "err", err)
-			}
+		d.round(ctx)
+	}
+}
+
+// round runs one round over every draining node.
+func (d *drainer) round(ctx context.Context) {
+	snap := d.s.state.Snapshot()
+	var draining []*droverv1.Node
+	for n := range snap.Nodes() {
+		if n.GetDrainStrategy() != nil {
+			draining = append(draining, n)
+		}
+	}
+	if len(draining) == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	plan := drain.Decide(snap, draining, now)
+	if err := d.mark(ctx, snap, plan, now); err != nil {
+		if ctx.Err() == nil {
+			d.s.logger.Warn("could not mark allocations of draining nodes to migrate", "allocs", len(plan.Migrate), "err", err)
+		}
+		return
+	}
+	for _, n := range plan.Done {
+		if err := d.complete(ctx, n, now); err != nil && ctx.Err() == nil && !errors.Is(err, state.ErrConflict) {
+			d.s.logger.Warn("could not end a finished drain", "node", n.GetId(), "err", err)
 		}
 	}
 }
 
-// drainDone reports whether a draining node has no allocation left that
-// the drain must move (system jobs' ones are spared if the drain says so),
-// or its deadline has passed.
-func drainDone(snap *state.Snapshot, n *droverv1.Node, now int64) bool {
-	ds := n.GetDrainStrategy()
-	if ds.GetDeadline() > 0 && now >= ds.GetDeadline() {
-		return true
+// mark writes the plan's migrations with one evaluation per job.
+func (d *drainer) mark(ctx context.Context, snap *state.Snapshot, plan drain.Plan, now int64) error {
+	if len(plan.Migrate) == 0 {
+		return nil
 	}
-	allocs, _ := snap.AllocsByNode(n.GetId())
-	for _, a := range allocs {
-		if a.ClientTerminal() {
-			continue
-		}
-		if ds.GetIgnoreSystemJobs() {
-			if job := snap.JobVersion(a.GetJobId(), a.GetJobVersion()); job.GetType() == droverv1.JobType_JOB_TYPE_SYSTEM {
-				continue
-			}
-		}
-		return false
+	entry := &droverv1.AllocDesiredTransitionEntry{
+		Transitions: make(map[string]*droverv1.DesiredTransition, len(plan.Migrate)),
+		UpdatedAt:   now,
 	}
-	return true
+	for _, id := range plan.Migrate {
+		entry.Transitions[id] = &droverv1.DesiredTransition{Migrate: true}
+	}
+	for _, id := range plan.Jobs {
+		if job := snap.JobByID(id); job != nil {
+			entry.Evals = append(entry.Evals, rpc.NewEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_DRAIN, "", now))
+		}
+	}
+	_, _, err := d.s.Apply(ctx, droverv1.MessageTypeAllocTransition, entry)
+	return err
 }
 
 // complete ends the drain of n, unless the node changed since it was read.

@@ -521,8 +521,11 @@ type TaskGroup struct {
 	ReconnectStrategy         ReconnectStrategy `protobuf:"varint,9,opt,name=reconnect_strategy,json=reconnectStrategy,proto3,enum=drover.v1.ReconnectStrategy" json:"reconnect_strategy,omitempty"`
 	Tasks                     []*Task           `protobuf:"bytes,10,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	Meta                      map[string]string `protobuf:"bytes,11,rep,name=meta,proto3" json:"meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// How the group's allocations leave a draining node; unset means one at
+	// a time.
+	Migrate       *MigrateStrategy `protobuf:"bytes,12,opt,name=migrate,proto3" json:"migrate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskGroup) Reset() {
@@ -632,6 +635,62 @@ func (x *TaskGroup) GetMeta() map[string]string {
 	return nil
 }
 
+func (x *TaskGroup) GetMigrate() *MigrateStrategy {
+	if x != nil {
+		return x.Migrate
+	}
+	return nil
+}
+
+// MigrateStrategy paces a drain for one task group, so that draining a node
+// never takes more of the group out of service than the group allows.
+type MigrateStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many of the group's allocations may be moving at once: stopped on
+	// a draining node while their replacements are not running yet. At least
+	// one.
+	MaxParallel   int32 `protobuf:"varint,1,opt,name=max_parallel,json=maxParallel,proto3" json:"max_parallel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateStrategy) Reset() {
+	*x = MigrateStrategy{}
+	mi := &file_drover_v1_job_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateStrategy) ProtoMessage() {}
+
+func (x *MigrateStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateStrategy.ProtoReflect.Descriptor instead.
+func (*MigrateStrategy) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MigrateStrategy) GetMaxParallel() int32 {
+	if x != nil {
+		return x.MaxParallel
+	}
+	return 0
+}
+
 // Task is one process of a task group, run by a driver on the agent.
 type Task struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -646,7 +705,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_drover_v1_job_proto_msgTypes[2]
+	mi := &file_drover_v1_job_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +717,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[2]
+	mi := &file_drover_v1_job_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +730,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{2}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Task) GetName() string {
@@ -715,7 +774,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_drover_v1_job_proto_msgTypes[3]
+	mi := &file_drover_v1_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +786,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[3]
+	mi := &file_drover_v1_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +799,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Resources) GetCpuMhz() int64 {
@@ -785,7 +844,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_drover_v1_job_proto_msgTypes[4]
+	mi := &file_drover_v1_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +856,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[4]
+	mi := &file_drover_v1_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +869,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Port) GetLabel() string {
@@ -841,7 +900,7 @@ type Constraint struct {
 
 func (x *Constraint) Reset() {
 	*x = Constraint{}
-	mi := &file_drover_v1_job_proto_msgTypes[5]
+	mi := &file_drover_v1_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +912,7 @@ func (x *Constraint) String() string {
 func (*Constraint) ProtoMessage() {}
 
 func (x *Constraint) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[5]
+	mi := &file_drover_v1_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +925,7 @@ func (x *Constraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Constraint.ProtoReflect.Descriptor instead.
 func (*Constraint) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Constraint) GetAttribute() string {
@@ -906,7 +965,7 @@ type Spread struct {
 
 func (x *Spread) Reset() {
 	*x = Spread{}
-	mi := &file_drover_v1_job_proto_msgTypes[6]
+	mi := &file_drover_v1_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +977,7 @@ func (x *Spread) String() string {
 func (*Spread) ProtoMessage() {}
 
 func (x *Spread) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[6]
+	mi := &file_drover_v1_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +990,7 @@ func (x *Spread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Spread.ProtoReflect.Descriptor instead.
 func (*Spread) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{6}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Spread) GetAttribute() string {
@@ -968,7 +1027,7 @@ type SpreadTarget struct {
 
 func (x *SpreadTarget) Reset() {
 	*x = SpreadTarget{}
-	mi := &file_drover_v1_job_proto_msgTypes[7]
+	mi := &file_drover_v1_job_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1039,7 @@ func (x *SpreadTarget) String() string {
 func (*SpreadTarget) ProtoMessage() {}
 
 func (x *SpreadTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[7]
+	mi := &file_drover_v1_job_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1052,7 @@ func (x *SpreadTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpreadTarget.ProtoReflect.Descriptor instead.
 func (*SpreadTarget) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{7}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SpreadTarget) GetValue() string {
@@ -1029,7 +1088,7 @@ type ReschedulePolicy struct {
 
 func (x *ReschedulePolicy) Reset() {
 	*x = ReschedulePolicy{}
-	mi := &file_drover_v1_job_proto_msgTypes[8]
+	mi := &file_drover_v1_job_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1100,7 @@ func (x *ReschedulePolicy) String() string {
 func (*ReschedulePolicy) ProtoMessage() {}
 
 func (x *ReschedulePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[8]
+	mi := &file_drover_v1_job_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1113,7 @@ func (x *ReschedulePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReschedulePolicy.ProtoReflect.Descriptor instead.
 func (*ReschedulePolicy) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{8}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReschedulePolicy) GetAttempts() int32 {
@@ -1125,7 +1184,7 @@ const file_drover_v1_job_proto_rawDesc = "" +
 	"submitTime\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xef\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa5\x05\n" +
 	"\tTaskGroup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x122\n" +
@@ -1138,10 +1197,13 @@ const file_drover_v1_job_proto_rawDesc = "" +
 	"\x12reconnect_strategy\x18\t \x01(\x0e2\x1c.drover.v1.ReconnectStrategyR\x11reconnectStrategy\x12%\n" +
 	"\x05tasks\x18\n" +
 	" \x03(\v2\x0f.drover.v1.TaskR\x05tasks\x122\n" +
-	"\x04meta\x18\v \x03(\v2\x1e.drover.v1.TaskGroup.MetaEntryR\x04meta\x1a7\n" +
+	"\x04meta\x18\v \x03(\v2\x1e.drover.v1.TaskGroup.MetaEntryR\x04meta\x124\n" +
+	"\amigrate\x18\f \x01(\v2\x1a.drover.v1.MigrateStrategyR\amigrate\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"4\n" +
+	"\x0fMigrateStrategy\x12!\n" +
+	"\fmax_parallel\x18\x01 \x01(\x05R\vmaxParallel\"\x86\x02\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06driver\x18\x02 \x01(\tR\x06driver\x123\n" +
@@ -1228,7 +1290,7 @@ func file_drover_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_drover_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_drover_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_drover_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_drover_v1_job_proto_goTypes = []any{
 	(JobType)(0),             // 0: drover.v1.JobType
 	(JobStatus)(0),           // 1: drover.v1.JobStatus
@@ -1237,42 +1299,44 @@ var file_drover_v1_job_proto_goTypes = []any{
 	(ReconnectStrategy)(0),   // 4: drover.v1.ReconnectStrategy
 	(*Job)(nil),              // 5: drover.v1.Job
 	(*TaskGroup)(nil),        // 6: drover.v1.TaskGroup
-	(*Task)(nil),             // 7: drover.v1.Task
-	(*Resources)(nil),        // 8: drover.v1.Resources
-	(*Port)(nil),             // 9: drover.v1.Port
-	(*Constraint)(nil),       // 10: drover.v1.Constraint
-	(*Spread)(nil),           // 11: drover.v1.Spread
-	(*SpreadTarget)(nil),     // 12: drover.v1.SpreadTarget
-	(*ReschedulePolicy)(nil), // 13: drover.v1.ReschedulePolicy
-	nil,                      // 14: drover.v1.Job.MetaEntry
-	nil,                      // 15: drover.v1.TaskGroup.MetaEntry
-	nil,                      // 16: drover.v1.Task.ConfigEntry
-	nil,                      // 17: drover.v1.Task.EnvEntry
+	(*MigrateStrategy)(nil),  // 7: drover.v1.MigrateStrategy
+	(*Task)(nil),             // 8: drover.v1.Task
+	(*Resources)(nil),        // 9: drover.v1.Resources
+	(*Port)(nil),             // 10: drover.v1.Port
+	(*Constraint)(nil),       // 11: drover.v1.Constraint
+	(*Spread)(nil),           // 12: drover.v1.Spread
+	(*SpreadTarget)(nil),     // 13: drover.v1.SpreadTarget
+	(*ReschedulePolicy)(nil), // 14: drover.v1.ReschedulePolicy
+	nil,                      // 15: drover.v1.Job.MetaEntry
+	nil,                      // 16: drover.v1.TaskGroup.MetaEntry
+	nil,                      // 17: drover.v1.Task.ConfigEntry
+	nil,                      // 18: drover.v1.Task.EnvEntry
 }
 var file_drover_v1_job_proto_depIdxs = []int32{
 	0,  // 0: drover.v1.Job.type:type_name -> drover.v1.JobType
-	10, // 1: drover.v1.Job.constraints:type_name -> drover.v1.Constraint
+	11, // 1: drover.v1.Job.constraints:type_name -> drover.v1.Constraint
 	6,  // 2: drover.v1.Job.task_groups:type_name -> drover.v1.TaskGroup
-	14, // 3: drover.v1.Job.meta:type_name -> drover.v1.Job.MetaEntry
+	15, // 3: drover.v1.Job.meta:type_name -> drover.v1.Job.MetaEntry
 	1,  // 4: drover.v1.Job.status:type_name -> drover.v1.JobStatus
-	8,  // 5: drover.v1.TaskGroup.resources:type_name -> drover.v1.Resources
-	10, // 6: drover.v1.TaskGroup.constraints:type_name -> drover.v1.Constraint
-	11, // 7: drover.v1.TaskGroup.spreads:type_name -> drover.v1.Spread
-	13, // 8: drover.v1.TaskGroup.reschedule_policy:type_name -> drover.v1.ReschedulePolicy
+	9,  // 5: drover.v1.TaskGroup.resources:type_name -> drover.v1.Resources
+	11, // 6: drover.v1.TaskGroup.constraints:type_name -> drover.v1.Constraint
+	12, // 7: drover.v1.TaskGroup.spreads:type_name -> drover.v1.Spread
+	14, // 8: drover.v1.TaskGroup.reschedule_policy:type_name -> drover.v1.ReschedulePolicy
 	4,  // 9: drover.v1.TaskGroup.reconnect_strategy:type_name -> drover.v1.ReconnectStrategy
-	7,  // 10: drover.v1.TaskGroup.tasks:type_name -> drover.v1.Task
-	15, // 11: drover.v1.TaskGroup.meta:type_name -> drover.v1.TaskGroup.MetaEntry
-	16, // 12: drover.v1.Task.config:type_name -> drover.v1.Task.ConfigEntry
-	17, // 13: drover.v1.Task.env:type_name -> drover.v1.Task.EnvEntry
-	9,  // 14: drover.v1.Resources.ports:type_name -> drover.v1.Port
-	2,  // 15: drover.v1.Constraint.operator:type_name -> drover.v1.ConstraintOperator
-	12, // 16: drover.v1.Spread.targets:type_name -> drover.v1.SpreadTarget
-	3,  // 17: drover.v1.ReschedulePolicy.delay_function:type_name -> drover.v1.DelayFunction
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	8,  // 10: drover.v1.TaskGroup.tasks:type_name -> drover.v1.Task
+	16, // 11: drover.v1.TaskGroup.meta:type_name -> drover.v1.TaskGroup.MetaEntry
+	7,  // 12: drover.v1.TaskGroup.migrate:type_name -> drover.v1.MigrateStrategy
+	17, // 13: drover.v1.Task.config:type_name -> drover.v1.Task.ConfigEntry
+	18, // 14: drover.v1.Task.env:type_name -> drover.v1.Task.EnvEntry
+	10, // 15: drover.v1.Resources.ports:type_name -> drover.v1.Port
+	2,  // 16: drover.v1.Constraint.operator:type_name -> drover.v1.ConstraintOperator
+	13, // 17: drover.v1.Spread.targets:type_name -> drover.v1.SpreadTarget
+	3,  // 18: drover.v1.ReschedulePolicy.delay_function:type_name -> drover.v1.DelayFunction
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_job_proto_init() }
@@ -1286,7 +1350,7 @@ func file_drover_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_job_proto_rawDesc), len(file_drover_v1_job_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

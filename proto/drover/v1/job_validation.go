@@ -88,6 +88,16 @@ func validateTaskGroup(v *violations, field string, jobType JobType, tg *TaskGro
 		v.add(field+".stop_after_client_disconnect", "is not supported for system jobs")
 	}
 	v.enum(field+".reconnect_strategy", int32(tg.GetReconnectStrategy()), ReconnectStrategy_name)
+	if m := tg.GetMigrate(); m != nil {
+		switch {
+		case jobType != JobType_JOB_TYPE_SERVICE:
+			// Batch work finishes where it runs unless the deadline comes;
+			// system work leaves last, all at once.
+			v.add(field+".migrate", "applies only to service jobs")
+		case m.GetMaxParallel() < 1 || m.GetMaxParallel() > maxGroupCount:
+			v.add(field+".migrate.max_parallel", "must be from 1 to %d", maxGroupCount)
+		}
+	}
 	if rp := tg.GetReschedulePolicy(); rp != nil {
 		validateReschedulePolicy(v, field+".reschedule_policy", rp)
 	}

@@ -24,6 +24,7 @@ const (
 	MessageTypeNodeDrain         MessageType = 11 // NodeDrainEntry
 	MessageTypeGC                MessageType = 12 // GCEntry
 	MessageTypeNodeStatusBatch   MessageType = 13 // NodeStatusBatchEntry
+	MessageTypeAllocTransition   MessageType = 14 // AllocDesiredTransitionEntry
 
 	// IgnoreUnknownTypeFlag is set on message types that older servers may
 	// skip when they do not know them.
@@ -62,6 +63,8 @@ func (t MessageType) String() string {
 		return "GC"
 	case MessageTypeNodeStatusBatch:
 		return "NodeStatusBatch"
+	case MessageTypeAllocTransition:
+		return "AllocTransition"
 	}
 	return fmt.Sprintf("MessageType(%d)", uint8(t))
 }

@@ -894,7 +894,10 @@ type UpdateNodeDrainRequest struct {
 	// With enable: leave system jobs' allocations on the node.
 	IgnoreSystemJobs bool `protobuf:"varint,4,opt,name=ignore_system_jobs,json=ignoreSystemJobs,proto3" json:"ignore_system_jobs,omitempty"`
 	// Without enable: make the node eligible again.
-	MarkEligible  bool `protobuf:"varint,5,opt,name=mark_eligible,json=markEligible,proto3" json:"mark_eligible,omitempty"`
+	MarkEligible bool `protobuf:"varint,5,opt,name=mark_eligible,json=markEligible,proto3" json:"mark_eligible,omitempty"`
+	// With enable: move every allocation at once, ignoring the groups'
+	// migrate max_parallel (the deadline is now).
+	Force         bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -960,6 +963,13 @@ func (x *UpdateNodeDrainRequest) GetIgnoreSystemJobs() bool {
 func (x *UpdateNodeDrainRequest) GetMarkEligible() bool {
 	if x != nil {
 		return x.MarkEligible
+	}
+	return false
+}
+
+func (x *UpdateNodeDrainRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
 	}
 	return false
 }
@@ -1077,13 +1087,14 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\veligibility\x18\x02 \x01(\x0e2 .drover.v1.SchedulingEligibilityR\veligibility\"P\n" +
 	"\x1dUpdateNodeEligibilityResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x19\n" +
-	"\beval_ids\x18\x02 \x03(\tR\aevalIds\"\xb8\x01\n" +
+	"\beval_ids\x18\x02 \x03(\tR\aevalIds\"\xce\x01\n" +
 	"\x16UpdateNodeDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
 	"\x06enable\x18\x02 \x01(\bR\x06enable\x12\x1a\n" +
 	"\bdeadline\x18\x03 \x01(\x03R\bdeadline\x12,\n" +
 	"\x12ignore_system_jobs\x18\x04 \x01(\bR\x10ignoreSystemJobs\x12#\n" +
-	"\rmark_eligible\x18\x05 \x01(\bR\fmarkEligible\"J\n" +
+	"\rmark_eligible\x18\x05 \x01(\bR\fmarkEligible\x12\x14\n" +
+	"\x05force\x18\x06 \x01(\bR\x05force\"J\n" +
 	"\x17UpdateNodeDrainResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x19\n" +
 	"\beval_ids\x18\x02 \x03(\tR\aevalIds2\x88\x05\n" +

@@ -343,6 +343,7 @@ func (m *UpdateNodeDrainRequest) CloneVT() *UpdateNodeDrainRequest {
 	r.Deadline = m.Deadline
 	r.IgnoreSystemJobs = m.IgnoreSystemJobs
 	r.MarkEligible = m.MarkEligible
+	r.Force = m.Force
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -839,6 +840,9 @@ func (this *UpdateNodeDrainRequest) EqualVT(that *UpdateNodeDrainRequest) bool {
 		return false
 	}
 	if this.MarkEligible != that.MarkEligible {
+		return false
+	}
+	if this.Force != that.Force {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -1679,6 +1683,16 @@ func (m *UpdateNodeDrainRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Force {
+		i--
+		if m.Force {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x30
+	}
 	if m.MarkEligible {
 		i--
 		if m.MarkEligible {
@@ -2097,6 +2111,9 @@ func (m *UpdateNodeDrainRequest) SizeVT() (n int) {
 		n += 2
 	}
 	if m.MarkEligible {
+		n += 2
+	}
+	if m.Force {
 		n += 2
 	}
 	n += len(m.unknownFields)
@@ -4112,6 +4129,26 @@ func (m *UpdateNodeDrainRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.MarkEligible = bool(v != 0)
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Force", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Force = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -162,8 +162,11 @@ func (r *UpdateNodeDrainRequest) Validate() error {
 	if r.GetEnable() && r.GetMarkEligible() {
 		v.add("mark_eligible", "applies only when ending a drain")
 	}
-	if !r.GetEnable() && (r.GetDeadline() != 0 || r.GetIgnoreSystemJobs()) {
-		v.add("deadline", "and ignore_system_jobs apply only when starting a drain")
+	if !r.GetEnable() && (r.GetDeadline() != 0 || r.GetIgnoreSystemJobs() || r.GetForce()) {
+		v.add("deadline", "ignore_system_jobs and force apply only when starting a drain")
+	}
+	if r.GetForce() && r.GetDeadline() != 0 {
+		v.add("force", "makes the deadline now; give no deadline with it")
 	}
 	return v.err()
 }

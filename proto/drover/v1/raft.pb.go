@@ -1021,6 +1021,73 @@ func (x *NodeStatusBatchEntry) GetUpdates() []*NodeStatusEntry {
 	return nil
 }
 
+// AllocDesiredTransitionEntry asks the schedulers to move allocations: the
+// drainer marks the allocations a drain may move now. Allocations that are
+// gone or already stopped by the servers are skipped.
+type AllocDesiredTransitionEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Allocation id to the transition to set; set flags are added to the
+	// allocation's, never cleared.
+	Transitions map[string]*DesiredTransition `protobuf:"bytes,1,rep,name=transitions,proto3" json:"transitions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Evaluations for the jobs of those allocations.
+	Evals []*Evaluation `protobuf:"bytes,2,rep,name=evals,proto3" json:"evals,omitempty"`
+	// Unix nanoseconds.
+	UpdatedAt     int64 `protobuf:"varint,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocDesiredTransitionEntry) Reset() {
+	*x = AllocDesiredTransitionEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocDesiredTransitionEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocDesiredTransitionEntry) ProtoMessage() {}
+
+func (x *AllocDesiredTransitionEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocDesiredTransitionEntry.ProtoReflect.Descriptor instead.
+func (*AllocDesiredTransitionEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AllocDesiredTransitionEntry) GetTransitions() map[string]*DesiredTransition {
+	if x != nil {
+		return x.Transitions
+	}
+	return nil
+}
+
+func (x *AllocDesiredTransitionEntry) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+func (x *AllocDesiredTransitionEntry) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
 var File_drover_v1_raft_proto protoreflect.FileDescriptor
 
 const file_drover_v1_raft_proto_rawDesc = "" +
@@ -1097,7 +1164,15 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"L\n" +
 	"\x14NodeStatusBatchEntry\x124\n" +
-	"\aupdates\x18\x01 \x03(\v2\x1a.drover.v1.NodeStatusEntryR\aupdatesB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\aupdates\x18\x01 \x03(\v2\x1a.drover.v1.NodeStatusEntryR\aupdates\"\xa2\x02\n" +
+	"\x1bAllocDesiredTransitionEntry\x12Y\n" +
+	"\vtransitions\x18\x01 \x03(\v27.drover.v1.AllocDesiredTransitionEntry.TransitionsEntryR\vtransitions\x12+\n" +
+	"\x05evals\x18\x02 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\x1a\\\n" +
+	"\x10TransitionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x122\n" +
+	"\x05value\x18\x02 \x01(\v2\x1c.drover.v1.DesiredTransitionR\x05value:\x028\x01B5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_raft_proto_rawDescOnce sync.Once
@@ -1111,64 +1186,70 @@ func file_drover_v1_raft_proto_rawDescGZIP() []byte {
 	return file_drover_v1_raft_proto_rawDescData
 }
 
-var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_drover_v1_raft_proto_goTypes = []any{
-	(*NodeRegisterEntry)(nil),      // 0: drover.v1.NodeRegisterEntry
-	(*NodeStatusEntry)(nil),        // 1: drover.v1.NodeStatusEntry
-	(*AllocClientUpdateEntry)(nil), // 2: drover.v1.AllocClientUpdateEntry
-	(*NodeAllocUpdates)(nil),       // 3: drover.v1.NodeAllocUpdates
-	(*JobRegisterEntry)(nil),       // 4: drover.v1.JobRegisterEntry
-	(*JobDeregisterEntry)(nil),     // 5: drover.v1.JobDeregisterEntry
-	(*EvalUpdateEntry)(nil),        // 6: drover.v1.EvalUpdateEntry
-	(*PlanResultEntry)(nil),        // 7: drover.v1.PlanResultEntry
-	(*ServerUpsertEntry)(nil),      // 8: drover.v1.ServerUpsertEntry
-	(*ServerRemoveEntry)(nil),      // 9: drover.v1.ServerRemoveEntry
-	(*NodeEligibilityEntry)(nil),   // 10: drover.v1.NodeEligibilityEntry
-	(*NodeDrainEntry)(nil),         // 11: drover.v1.NodeDrainEntry
-	(*GCEntry)(nil),                // 12: drover.v1.GCEntry
-	(*JobVersionRef)(nil),          // 13: drover.v1.JobVersionRef
-	(*NodeStatusBatchEntry)(nil),   // 14: drover.v1.NodeStatusBatchEntry
-	(*Node)(nil),                   // 15: drover.v1.Node
-	(NodeStatus)(0),                // 16: drover.v1.NodeStatus
-	(*NodeEvent)(nil),              // 17: drover.v1.NodeEvent
-	(*Evaluation)(nil),             // 18: drover.v1.Evaluation
-	(*AllocClientUpdate)(nil),      // 19: drover.v1.AllocClientUpdate
-	(*Job)(nil),                    // 20: drover.v1.Job
-	(*Allocation)(nil),             // 21: drover.v1.Allocation
-	(*AllocStop)(nil),              // 22: drover.v1.AllocStop
-	(*ServerMember)(nil),           // 23: drover.v1.ServerMember
-	(SchedulingEligibility)(0),     // 24: drover.v1.SchedulingEligibility
-	(*DrainStrategy)(nil),          // 25: drover.v1.DrainStrategy
+	(*NodeRegisterEntry)(nil),           // 0: drover.v1.NodeRegisterEntry
+	(*NodeStatusEntry)(nil),             // 1: drover.v1.NodeStatusEntry
+	(*AllocClientUpdateEntry)(nil),      // 2: drover.v1.AllocClientUpdateEntry
+	(*NodeAllocUpdates)(nil),            // 3: drover.v1.NodeAllocUpdates
+	(*JobRegisterEntry)(nil),            // 4: drover.v1.JobRegisterEntry
+	(*JobDeregisterEntry)(nil),          // 5: drover.v1.JobDeregisterEntry
+	(*EvalUpdateEntry)(nil),             // 6: drover.v1.EvalUpdateEntry
+	(*PlanResultEntry)(nil),             // 7: drover.v1.PlanResultEntry
+	(*ServerUpsertEntry)(nil),           // 8: drover.v1.ServerUpsertEntry
+	(*ServerRemoveEntry)(nil),           // 9: drover.v1.ServerRemoveEntry
+	(*NodeEligibilityEntry)(nil),        // 10: drover.v1.NodeEligibilityEntry
+	(*NodeDrainEntry)(nil),              // 11: drover.v1.NodeDrainEntry
+	(*GCEntry)(nil),                     // 12: drover.v1.GCEntry
+	(*JobVersionRef)(nil),               // 13: drover.v1.JobVersionRef
+	(*NodeStatusBatchEntry)(nil),        // 14: drover.v1.NodeStatusBatchEntry
+	(*AllocDesiredTransitionEntry)(nil), // 15: drover.v1.AllocDesiredTransitionEntry
+	nil,                                 // 16: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
+	(*Node)(nil),                        // 17: drover.v1.Node
+	(NodeStatus)(0),                     // 18: drover.v1.NodeStatus
+	(*NodeEvent)(nil),                   // 19: drover.v1.NodeEvent
+	(*Evaluation)(nil),                  // 20: drover.v1.Evaluation
+	(*AllocClientUpdate)(nil),           // 21: drover.v1.AllocClientUpdate
+	(*Job)(nil),                         // 22: drover.v1.Job
+	(*Allocation)(nil),                  // 23: drover.v1.Allocation
+	(*AllocStop)(nil),                   // 24: drover.v1.AllocStop
+	(*ServerMember)(nil),                // 25: drover.v1.ServerMember
+	(SchedulingEligibility)(0),          // 26: drover.v1.SchedulingEligibility
+	(*DrainStrategy)(nil),               // 27: drover.v1.DrainStrategy
+	(*DesiredTransition)(nil),           // 28: drover.v1.DesiredTransition
 }
 var file_drover_v1_raft_proto_depIdxs = []int32{
-	15, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
-	16, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
-	17, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
-	18, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
+	17, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
+	18, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
+	19, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
+	20, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
 	3,  // 4: drover.v1.AllocClientUpdateEntry.nodes:type_name -> drover.v1.NodeAllocUpdates
-	19, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
-	18, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
-	20, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
-	18, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
-	18, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
-	18, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
-	21, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
-	22, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
-	18, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
-	23, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
-	24, // 15: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
-	17, // 16: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
-	18, // 17: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
-	25, // 18: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
-	17, // 19: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
-	18, // 20: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
+	21, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
+	20, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
+	22, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
+	20, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
+	20, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
+	20, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
+	23, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
+	24, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
+	20, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
+	25, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
+	26, // 15: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
+	19, // 16: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
+	20, // 17: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
+	27, // 18: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
+	19, // 19: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
+	20, // 20: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
 	13, // 21: drover.v1.GCEntry.job_versions:type_name -> drover.v1.JobVersionRef
 	1,  // 22: drover.v1.NodeStatusBatchEntry.updates:type_name -> drover.v1.NodeStatusEntry
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	16, // 23: drover.v1.AllocDesiredTransitionEntry.transitions:type_name -> drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
+	20, // 24: drover.v1.AllocDesiredTransitionEntry.evals:type_name -> drover.v1.Evaluation
+	28, // 25: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry.value:type_name -> drover.v1.DesiredTransition
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_raft_proto_init() }
@@ -1188,7 +1269,7 @@ func file_drover_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_raft_proto_rawDesc), len(file_drover_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

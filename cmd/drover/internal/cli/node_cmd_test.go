@@ -280,7 +280,7 @@ func TestNodeWritesWithoutFollowing(t *testing.T) {
 			args:      []string{"node", "drain", "-enable", "-detach", "-ignore-system", "a1b2"},
 			fake:      &fakeNodes{drain: &droverv1.UpdateNodeDrainResponse{Index: 40, EvalIds: []string{evalID1}}},
 			wantOut:   `Node "` + nodeID1 + `" drain strategy set` + "\nEvaluation ID: " + evalID1 + "\n",
-			wantDrain: &droverv1.UpdateNodeDrainRequest{NodeId: nodeID1, Enable: true, IgnoreSystemJobs: true},
+			wantDrain: &droverv1.UpdateNodeDrainRequest{NodeId: nodeID1, Enable: true, IgnoreSystemJobs: true, Deadline: int64(time.Hour)},
 		},
 		{
 			name:      "drain -disable -keep-ineligible",
@@ -362,9 +362,11 @@ func TestNodeUsageErrors(t *testing.T) {
 		{"drain without -enable or -disable", []string{"node", "drain", nodeID1}, "give exactly one of -enable and -disable"},
 		{"drain with both", []string{"node", "drain", "-enable", "-disable", nodeID1}, "give exactly one of -enable and -disable"},
 		{"drain without an id", []string{"node", "drain", "-enable"}, "give exactly one node id"},
-		{"drain with a negative deadline", []string{"node", "drain", "-enable", "-deadline", "-5m", nodeID1}, "-deadline -5m0s: must not be negative"},
+		{"drain with a negative deadline", []string{"node", "drain", "-enable", "-deadline", "-5m", nodeID1}, `invalid value "-5m" for flag -deadline: must be positive`},
+		{"drain with a zero deadline", []string{"node", "drain", "-enable", "-deadline", "0s", nodeID1}, `invalid value "0s" for flag -deadline: must be positive`},
 		{"drain with a bad deadline", []string{"node", "drain", "-enable", "-deadline", "soon", nodeID1}, `invalid value "soon" for flag -deadline`},
-		{"drain -disable with a deadline", []string{"node", "drain", "-disable", "-deadline", "1h", nodeID1}, "-deadline goes with -enable"},
+		{"drain -disable with a deadline", []string{"node", "drain", "-disable", "-deadline", "1h", nodeID1}, "-deadline, -no-deadline and -force go with -enable"},
+		{"drain -force with a deadline", []string{"node", "drain", "-enable", "-force", "-deadline", "1h", nodeID1}, "give at most one of -deadline, -no-deadline and -force"},
 		{"status with two ids", []string{"node", "status", nodeID1, nodeID2}, "give at most one node id, not 2"},
 		{"system gc with an argument", []string{"system", "gc", "now"}, "unexpected arguments: now"},
 	}

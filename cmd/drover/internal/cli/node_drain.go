@@ -13,10 +13,17 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
+// defaultDrainDeadline bounds a drain whose operator named no deadline, so
+// that a group whose replacements cannot be placed does not hold the node
+// forever (Nomad's default too).
+const defaultDrainDeadline = time.Hour
+
 // drainFlags are the flags of `node drain`.
 type drainFlags struct {
 	enableFlags
-	deadline       time.Duration
+	deadline       time.Duration // set by -deadline, else zero
+	noDeadline     bool
+	force          bool
 	ignoreSystem   bool
 	keepIneligible bool
 	detach         bool
@@ -24,7 +31,19 @@ type drainFlags struct {
 
 func (f *drainFlags) define(fs *flag.FlagSet) {
 	f.enableFlags.define(fs, "start draining the node", "end the node's drain")
-	fs.DurationVar(&f.deadline, "deadline", 0, "with -enable: stop the allocations still on the node after this long; 0 means no deadline")
+	fs.Func("deadline", "with -enable: after this long, move everything still on the node at once (default 1h)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		if d <= 0 {
+			return fmt.Errorf("must be positive (-no-deadline waits for ever, -force moves everything now)")
+		}
+		f.deadline = d
+		return nil
+	})
+	fs.BoolVar(&f.noDeadline, "no-deadline", false, "with -enable: no deadline; groups leave at their migrate max_parallel however long it takes")
+	fs.BoolVar(&f.force, "force", false, "with -enable: move every allocation now, ignoring the groups' migrate max_parallel")
 	fs.BoolVar(&f.ignoreSystem, "ignore-system", false, "with -enable: leave the allocations of system jobs on the node")
 	fs.BoolVar(&f.keepIneligible, "keep-ineligible", false, "with -disable: leave the node ineligible for scheduling")
 	fs.BoolVar(&f.detach, "detach", false, "with -enable: return once the drain has started instead of following it")
@@ -37,22 +56,36 @@ func (f *drainFlags) request() (*droverv1.UpdateNodeDrainRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	deadlines := 0
+	for _, set := range []bool{f.deadline != 0, f.noDeadline, f.force} {
+		if set {
+			deadlines++
+		}
+	}
 	switch {
-	case f.deadline < 0:
-		return nil, fmt.Errorf("-deadline %s: must not be negative (0 means no deadline)", f.deadline)
-	case !enable && f.deadline != 0:
-		return nil, errors.New("-deadline goes with -enable")
+	case deadlines > 1:
+		return nil, errors.New("give at most one of -deadline, -no-deadline and -force")
+	case !enable && deadlines > 0:
+		return nil, errors.New("-deadline, -no-deadline and -force go with -enable")
 	case !enable && f.ignoreSystem:
 		return nil, errors.New("-ignore-system goes with -enable")
 	case enable && f.keepIneligible:
 		return nil, errors.New("-keep-ineligible goes with -disable")
 	}
-	return &droverv1.UpdateNodeDrainRequest{
+	req := &droverv1.UpdateNodeDrainRequest{
 		Enable:           enable,
-		Deadline:         int64(f.deadline),
+		Force:            f.force,
 		IgnoreSystemJobs: f.ignoreSystem,
 		MarkEligible:     !enable && !f.keepIneligible,
-	}, nil
+	}
+	switch {
+	case !enable, f.noDeadline, f.force:
+	case f.deadline != 0:
+		req.Deadline = int64(f.deadline)
+	default:
+		req.Deadline = int64(defaultDrainDeadline)
+	}
+	return req, nil
 }
 
 func nodeDrainCommand(stdout, stderr io.Writer) *ffcli.Command {
@@ -66,7 +99,12 @@ func nodeDrainCommand(stdout, stderr io.Writer) *ffcli.Command {
 		ShortUsage: "drover node drain [flags] (-enable | -disable) ID",
 		ShortHelp:  "Move every allocation off a node, or end a drain.",
 		LongHelp: "-enable starts draining a node: it becomes ineligible for new allocations\n" +
-			"and its allocations are moved elsewhere. When none is left the drain is\n" +
+			"and its allocations are moved elsewhere in turns: at most a group's migrate\n" +
+			"max_parallel (default 1) of a service group at a time, each turn once the\n" +
+			"replacements of the last are running. Batch work is left to finish, and\n" +
+			"system work leaves last, unless -ignore-system keeps it. At the deadline\n" +
+			"(-deadline, 1h by default) everything still there moves at once; -force\n" +
+			"moves everything now. When none is left the drain is\n" +
 			"complete and the node stays ineligible. Unless -detach, the command follows\n" +
 			"the drain, printing how many allocations are still running on the node,\n" +
 			"until it completes; -timeout and Ctrl-C stop following, the drain carries\n" +
