@@ -246,8 +246,8 @@ func NodeEvals(snap *state.Snapshot, node *droverv1.Node, now int64) []*droverv1
 			add(job)
 		}
 	}
-	for job := range snap.Jobs() {
-		if job.GetType() == droverv1.JobType_JOB_TYPE_SYSTEM && !job.GetStop() && slices.Contains(job.GetDatacenters(), node.GetDatacenter()) {
+	for job := range snap.JobsByType(droverv1.JobType_JOB_TYPE_SYSTEM) {
+		if !job.GetStop() && slices.Contains(job.GetDatacenters(), node.GetDatacenter()) {
 			add(job)
 		}
 	}

@@ -127,3 +127,35 @@ func TestIteratorsCanBeRangedTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsByType finds jobs by type, and follows a job whose new version
+// changes its type.
+func TestJobsByType(t *testing.T) {
+	f := newFixture(t)
+	typed := func(typ droverv1.JobType) *droverv1.Job {
+		j := mock.Job(1)
+		j.Type = typ
+		f.register(j)
+		return j
+	}
+	typed(droverv1.JobType_JOB_TYPE_SERVICE)
+	typed(droverv1.JobType_JOB_TYPE_BATCH)
+	sys1, sys2 := typed(droverv1.JobType_JOB_TYPE_SYSTEM), typed(droverv1.JobType_JOB_TYPE_SYSTEM)
+	systemIDs := func() []string {
+		var ids []string
+		for j := range f.s.Snapshot().JobsByType(droverv1.JobType_JOB_TYPE_SYSTEM) {
+			ids = append(ids, j.GetId())
+		}
+		return ids
+	}
+	want := []string{sys1.GetId(), sys2.GetId()}
+	slices.Sort(want)
+	if got := systemIDs(); !slices.Equal(got, want) {
+		t.Errorf("system jobs %v, want %v", got, want)
+	}
+	sys1.Type = droverv1.JobType_JOB_TYPE_SERVICE
+	f.register(sys1)
+	if got := systemIDs(); !slices.Equal(got, []string{sys2.GetId()}) {
+		t.Errorf("after %s became a service job: system jobs %v, want [%s]", sys1.GetId(), got, sys2.GetId())
+	}
+}

@@ -34,6 +34,7 @@ const (
 	indexID        = "id"
 	indexJob       = "job"
 	indexAppliedAt = "applied_at"
+	indexType      = "type"
 )
 
 // jobVersion wraps a job stored as one of its versions. The wrapper keeps
@@ -68,6 +69,8 @@ func schema() *memdb.DBSchema {
 			Name: TableJobs,
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.Job]{get: (*droverv1.Job).GetId}},
+				// Node changes look up the system jobs, a few among many.
+				indexType: {Name: indexType, Indexer: int64Index[*droverv1.Job]{get: func(j *droverv1.Job) int64 { return int64(j.GetType()) }}},
 			},
 		},
 		TableJobVersions: {

@@ -200,6 +200,11 @@ func (s *Snapshot) Jobs() iter.Seq[*droverv1.Job] {
 	return all[*droverv1.Job](s, TableJobs, indexID)
 }
 
+// JobsByType returns the jobs of one type, in id order.
+func (s *Snapshot) JobsByType(t droverv1.JobType) iter.Seq[*droverv1.Job] {
+	return all[*droverv1.Job](s, TableJobs, indexType, int64(t))
+}
+
 // ListJobs returns one page of jobs.
 func (s *Snapshot) ListJobs(p Page) ([]*droverv1.Job, string) {
 	it, err := s.txn.LowerBound(TableJobs, indexID, pageStart(p))
