@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +12,11 @@ import (
 	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/server/drain"
 )
+
+// drainMarkBatch bounds the allocations one raft entry of the drainer
+// marks, so that a forced drain of many full nodes stays in entries of
+// bounded size.
+const drainMarkBatch = 1000
 
 // drainCheckInterval is how often the leader moves drains on. A drain
 // takes as long as its allocations take to stop and their replacements to
@@ -82,25 +88,27 @@ func (d *drainer) round(ctx context.Context) {
 	}
 }
 
-// mark writes the plan's migrations with one evaluation per job.
+// mark writes the plan's migrations, in entries of at most drainMarkBatch
+// allocations, each with one evaluation per job it marks.
 func (d *drainer) mark(ctx context.Context, snap *state.Snapshot, plan drain.Plan, now int64) error {
-	if len(plan.Migrate) == 0 {
-		return nil
-	}
-	entry := &droverv1.AllocDesiredTransitionEntry{
-		Transitions: make(map[string]*droverv1.DesiredTransition, len(plan.Migrate)),
-		UpdatedAt:   now,
-	}
-	for _, id := range plan.Migrate {
-		entry.Transitions[id] = &droverv1.DesiredTransition{Migrate: true}
-	}
-	for _, id := range plan.Jobs {
-		if job := snap.JobByID(id); job != nil {
-			entry.Evals = append(entry.Evals, rpc.NewEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_DRAIN, "", now))
+	for batch := range slices.Chunk(plan.Migrate, drainMarkBatch) {
+		entry := &droverv1.AllocDesiredTransitionEntry{
+			Transitions: make(map[string]*droverv1.DesiredTransition, len(batch)),
+			UpdatedAt:   now,
+		}
+		evaluated := make(map[string]bool)
+		for _, a := range batch {
+			entry.Transitions[a.GetId()] = &droverv1.DesiredTransition{Migrate: true}
+			if job := snap.JobByID(a.GetJobId()); job != nil && !evaluated[job.GetId()] {
+				evaluated[job.GetId()] = true
+				entry.Evals = append(entry.Evals, rpc.NewEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_DRAIN, "", now))
+			}
+		}
+		if _, _, err := d.s.Apply(ctx, droverv1.MessageTypeAllocTransition, entry); err != nil {
+			return err
 		}
 	}
-	_, _, err := d.s.Apply(ctx, droverv1.MessageTypeAllocTransition, entry)
-	return err
+	return nil
 }
 
 // complete ends the drain of n, unless the node changed since it was read.

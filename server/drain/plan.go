@@ -27,10 +27,8 @@ type State interface {
 // Plan is what the drainer must write.
 type Plan struct {
 	// Migrate lists the allocations to mark for migration now, in id order.
-	Migrate []string
-	// Jobs lists the jobs of those allocations, in id order; each needs an
-	// evaluation.
-	Jobs []string
+	// The jobs they belong to need an evaluation each.
+	Migrate []*droverv1.Allocation
 	// Done lists the draining nodes whose drain is over: nothing the drain
 	// must move still runs there, or the deadline has passed and everything
 	// left has been marked.
@@ -40,7 +38,7 @@ type Plan struct {
 // Decide plans one round of the drains of the given nodes (all of them
 // draining) at now, in Unix nanoseconds.
 func Decide(st State, draining []*droverv1.Node, now int64) Plan {
-	d := &decider{st: st, now: now, marked: make(map[string]string), groups: make(map[groupKey][]*droverv1.Allocation)}
+	d := &decider{st: st, now: now, marked: make(map[string]*droverv1.Allocation), groups: make(map[groupKey][]*droverv1.Allocation)}
 	for _, n := range draining {
 		if d.node(n) {
 			d.plan.Done = append(d.plan.Done, n)
@@ -49,12 +47,9 @@ func Decide(st State, draining []*droverv1.Node, now int64) Plan {
 	for _, k := range slices.SortedFunc(maps.Keys(d.groups), groupKey.compare) {
 		d.serviceGroup(k, d.groups[k])
 	}
-	d.plan.Migrate = slices.Sorted(maps.Keys(d.marked))
-	jobs := make(map[string]struct{}, len(d.marked))
-	for _, job := range d.marked {
-		jobs[job] = struct{}{}
+	for _, id := range slices.Sorted(maps.Keys(d.marked)) {
+		d.plan.Migrate = append(d.plan.Migrate, d.marked[id])
 	}
-	d.plan.Jobs = slices.Sorted(maps.Keys(jobs))
 	return d.plan
 }
 
@@ -69,8 +64,8 @@ type decider struct {
 	st   State
 	now  int64
 	plan Plan
-	// marked maps each allocation to mark to its job.
-	marked map[string]string
+	// marked holds the allocations to mark, by id.
+	marked map[string]*droverv1.Allocation
 	// groups holds the service allocations on draining nodes that wait for
 	// their group's turn.
 	groups map[groupKey][]*droverv1.Allocation
@@ -173,7 +168,7 @@ func (d *decider) serviceGroup(k groupKey, waiting []*droverv1.Allocation) {
 	}
 }
 
-func (d *decider) mark(a *droverv1.Allocation) { d.marked[a.GetId()] = a.GetJobId() }
+func (d *decider) mark(a *droverv1.Allocation) { d.marked[a.GetId()] = a }
 
 func isRunning(a *droverv1.Allocation) bool {
 	return a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING

@@ -2,6 +2,7 @@ package drain
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -232,12 +233,18 @@ func TestDecide(t *testing.T) {
 				st.jobs[j.GetId()] = j
 			}
 			p := Decide(st, tc.nodes, now)
-			var done []string
+			var migrate, done []string
+			jobs := make(map[string]bool)
+			for _, a := range p.Migrate {
+				migrate = append(migrate, a.GetId())
+				jobs[a.GetJobId()] = true
+			}
+			jobIDs := slices.Sorted(maps.Keys(jobs))
 			for _, n := range p.Done {
 				done = append(done, n.GetId())
 			}
-			if !slices.Equal(p.Migrate, tc.migrate) || !slices.Equal(p.Jobs, tc.jobsEval) || !slices.Equal(done, tc.done) {
-				t.Errorf("migrate %v, jobs %v, done %v; want %v, %v, %v", p.Migrate, p.Jobs, done, tc.migrate, tc.jobsEval, tc.done)
+			if !slices.Equal(migrate, tc.migrate) || !slices.Equal(jobIDs, tc.jobsEval) || !slices.Equal(done, tc.done) {
+				t.Errorf("migrate %v of jobs %v, done %v; want %v of %v, %v", migrate, jobIDs, done, tc.migrate, tc.jobsEval, tc.done)
 			}
 		})
 	}
