@@ -3,7 +3,6 @@ package test_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,7 +56,7 @@ func TestDrainMovesGroupsInTurns(t *testing.T) {
 	waitRunning(ctx, t, conn, sys.GetId(), 4)
 
 	w := watchDrain(ctx, conn, drained, sys.GetId(), map[string]int32{web.GetId(): 4, api.GetId(): 3}, map[string]int32{web.GetId(): 1, api.GetId(): 2})
-	defer w.stop()
+	defer w.entries.stop()
 	resp, err := droverv1.NewNodeServiceClient(conn).UpdateDrain(ctx, &droverv1.UpdateNodeDrainRequest{NodeId: drained, Enable: true})
 	if err != nil {
 		t.Fatal(err)
@@ -87,9 +86,10 @@ func TestDrainMovesGroupsInTurns(t *testing.T) {
 		}
 	}
 
-	if err := w.waitFor(ctx, lastIndex(ctx, t, c.Server(1))); err != nil {
+	if err := w.entries.waitFor(ctx, lastIndex(ctx, t, c.Server(1))); err != nil {
 		t.Fatal(err)
 	}
+	w.entries.stop() // the watch's results are final
 	for _, v := range w.violations {
 		t.Error(v)
 	}
@@ -141,69 +141,37 @@ func stillOn(allocs []*droverv1.Allocation) int {
 }
 
 // drainWatch follows the jobs' allocations on the event stream from the
-// first raft entry, and checks the drain's rules after every entry.
+// first raft entry, and checks the drain's rules after every entry. Its
+// results are final once entries.stop has returned.
 type drainWatch struct {
 	nodeID, systemJob   string
 	counts, maxParallel map[string]int32
-	cancel              context.CancelFunc
-	done                chan struct{}
+	entries             *entryFollower
 
-	mu       sync.Mutex
-	index    uint64
-	advanced chan struct{}
-	err      error
-	// Checked results, final once waitFor has returned.
 	violations []error
 	fewest     map[string]int32
 
-	// Followed state, touched by the stream goroutine only.
+	// Followed state.
 	allocs   map[string]*droverv1.Allocation
 	draining bool
 }
 
 func watchDrain(ctx context.Context, conn grpc.ClientConnInterface, nodeID, systemJob string, counts, maxParallel map[string]int32) *drainWatch {
-	ctx, cancel := context.WithCancel(ctx)
 	w := &drainWatch{
 		nodeID: nodeID, systemJob: systemJob, counts: counts, maxParallel: maxParallel,
-		cancel: cancel, done: make(chan struct{}), advanced: make(chan struct{}),
 		fewest: make(map[string]int32), allocs: make(map[string]*droverv1.Allocation),
 	}
 	for job, count := range counts {
 		w.fewest[job] = count
 	}
-	go w.follow(ctx, conn)
-	return w
-}
-
-func (w *drainWatch) follow(ctx context.Context, conn grpc.ClientConnInterface) {
-	defer close(w.done)
-	stream, err := droverv1.NewEventServiceClient(conn).Stream(ctx, &droverv1.StreamEventsRequest{
-		FromIndex: 1, Topics: []droverv1.Topic{droverv1.Topic_TOPIC_NODE, droverv1.Topic_TOPIC_ALLOCATION},
-	})
-	for err == nil {
-		var resp *droverv1.StreamEventsResponse
-		if resp, err = stream.Recv(); err != nil {
-			break
-		}
-		if resp.GetEventsMissed() {
-			err = fmt.Errorf("event stream lost events before index %d", resp.GetIndex())
-			break
-		}
+	topics := []droverv1.Topic{droverv1.Topic_TOPIC_NODE, droverv1.Topic_TOPIC_ALLOCATION}
+	w.entries = followEntries(ctx, conn, 1, topics, func(resp *droverv1.StreamEventsResponse) {
 		for _, ev := range resp.GetEvents() {
 			w.apply(ev)
 		}
-		w.mu.Lock()
 		w.check(resp.GetIndex())
-		w.index = resp.GetIndex()
-		close(w.advanced)
-		w.advanced = make(chan struct{})
-		w.mu.Unlock()
-	}
-	if ctx.Err() == nil {
-		w.mu.Lock()
-		w.err = err
-		w.mu.Unlock()
-	}
+	})
+	return w
 }
 
 func (w *drainWatch) apply(ev *droverv1.Event) {
@@ -230,7 +198,7 @@ func (w *drainWatch) apply(ev *droverv1.Event) {
 	}
 }
 
-// check runs after each whole entry, with w.mu held.
+// check runs after each whole entry.
 func (w *drainWatch) check(index uint64) {
 	if !w.draining {
 		return
@@ -247,32 +215,4 @@ func (w *drainWatch) check(index uint64) {
 			w.violations = append(w.violations, fmt.Errorf("index %d: job %s has %d allocations running, below count - max_parallel = %d", index, job, runs[job], floor))
 		}
 	}
-}
-
-// waitFor waits until the watch has followed the stream to index.
-func (w *drainWatch) waitFor(ctx context.Context, index uint64) error {
-	for {
-		w.mu.Lock()
-		reached, advanced, err := w.index >= index, w.advanced, w.err
-		w.mu.Unlock()
-		switch {
-		case err != nil:
-			return fmt.Errorf("event stream: %w", err)
-		case reached:
-			w.stop()
-			return nil
-		}
-		select {
-		case <-advanced:
-		case <-w.done:
-			return fmt.Errorf("event stream ended before index %d", index)
-		case <-ctx.Done():
-			return fmt.Errorf("event stream short of index %d: %w", index, ctx.Err())
-		}
-	}
-}
-
-func (w *drainWatch) stop() {
-	w.cancel()
-	<-w.done
 }

@@ -16,14 +16,10 @@ import (
 // rules it sees.
 type reconnectWatch struct {
 	jobID, nodeID string
-	cancel        context.CancelFunc
-	done          chan struct{}
+	entries       *entryFollower
 
 	mu         sync.Mutex
-	index      uint64 // last entry processed
-	advanced   chan struct{}
 	violations []error
-	streamErr  error
 
 	// Followed state, touched by the stream goroutine only.
 	allocs     map[string]*droverv1.Allocation
@@ -33,44 +29,15 @@ type reconnectWatch struct {
 }
 
 func startReconnectWatch(ctx context.Context, conn grpc.ClientConnInterface, from uint64, jobID, nodeID string) *reconnectWatch {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &reconnectWatch{
-		jobID: jobID, nodeID: nodeID, cancel: cancel, done: make(chan struct{}),
-		advanced: make(chan struct{}), allocs: make(map[string]*droverv1.Allocation),
-	}
-	go w.follow(ctx, conn, from)
-	return w
-}
-
-func (w *reconnectWatch) follow(ctx context.Context, conn grpc.ClientConnInterface, from uint64) {
-	defer close(w.done)
-	stream, err := droverv1.NewEventServiceClient(conn).Stream(ctx, &droverv1.StreamEventsRequest{
-		FromIndex: from, Topics: []droverv1.Topic{droverv1.Topic_TOPIC_NODE, droverv1.Topic_TOPIC_ALLOCATION},
-	})
-	for err == nil {
-		var resp *droverv1.StreamEventsResponse
-		if resp, err = stream.Recv(); err != nil {
-			break
-		}
-		if resp.GetEventsMissed() {
-			err = fmt.Errorf("event stream lost events before index %d", resp.GetIndex())
-			break
-		}
+	w := &reconnectWatch{jobID: jobID, nodeID: nodeID, allocs: make(map[string]*droverv1.Allocation)}
+	topics := []droverv1.Topic{droverv1.Topic_TOPIC_NODE, droverv1.Topic_TOPIC_ALLOCATION}
+	w.entries = followEntries(ctx, conn, from, topics, func(resp *droverv1.StreamEventsResponse) {
 		for _, ev := range resp.GetEvents() {
 			w.apply(ev)
 		}
 		w.checkEntry(resp.GetIndex())
-		w.mu.Lock()
-		w.index = resp.GetIndex()
-		close(w.advanced)
-		w.advanced = make(chan struct{})
-		w.mu.Unlock()
-	}
-	if ctx.Err() == nil {
-		w.mu.Lock()
-		w.streamErr = err
-		w.mu.Unlock()
-	}
+	})
+	return w
 }
 
 func (w *reconnectWatch) violate(format string, args ...any) {
@@ -129,27 +96,9 @@ func (w *reconnectWatch) checkEntry(index uint64) {
 // wait waits until the watch has followed the stream to index, stops it,
 // and returns the violations seen.
 func (w *reconnectWatch) wait(ctx context.Context, index uint64) error {
-	defer func() {
-		w.cancel()
-		<-w.done
-	}()
-	for {
-		w.mu.Lock()
-		reached, advanced, streamErr := w.index >= index, w.advanced, w.streamErr
-		w.mu.Unlock()
-		if streamErr != nil {
-			return fmt.Errorf("event stream: %w", streamErr)
-		}
-		if reached {
-			break
-		}
-		select {
-		case <-advanced:
-		case <-w.done:
-			return fmt.Errorf("event stream ended before index %d", index)
-		case <-ctx.Done():
-			return fmt.Errorf("event stream did not reach index %d: %w", index, ctx.Err())
-		}
+	defer w.entries.stop()
+	if err := w.entries.waitFor(ctx, index); err != nil {
+		return err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
