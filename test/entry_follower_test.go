@@ -82,6 +82,13 @@ func (f *entryFollower) waitFor(ctx context.Context, index uint64) error {
 	}
 }
 
+// failure returns why the stream ended early, if it has.
+func (f *entryFollower) failure() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
 // stop ends the stream and waits for the callback to be done.
 func (f *entryFollower) stop() {
 	f.cancel()

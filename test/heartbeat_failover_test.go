@@ -222,12 +222,10 @@ func fleetIDs(f *simagent.Fleet) []string {
 // markWatch records the nodes an event stream shows turning down or
 // disconnected.
 type markWatch struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	entries *entryFollower
 
 	mu     sync.Mutex
 	marked map[string]mark
-	err    error
 }
 
 // mark is one node turning down or disconnected.
@@ -240,41 +238,8 @@ type mark struct {
 // close or the end of the test.
 func watchMarks(ctx context.Context, t testing.TB, s *cluster.Server, from uint64) *markWatch {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	stream, err := droverv1.NewEventServiceClient(s.Conn()).Stream(ctx, &droverv1.StreamEventsRequest{
-		FromIndex: from, Topics: []droverv1.Topic{droverv1.Topic_TOPIC_NODE},
-	})
-	if err != nil {
-		cancel()
-		t.Fatalf("stream events of %s: %v", s, err)
-	}
-	w := &markWatch{cancel: cancel, done: make(chan struct{}), marked: make(map[string]mark)}
-	t.Cleanup(w.close)
-	go func() {
-		defer close(w.done)
-		w.follow(ctx, stream, from)
-	}()
-	return w
-}
-
-// close ends the stream and waits for its goroutine.
-func (w *markWatch) close() {
-	w.cancel()
-	<-w.done
-}
-
-func (w *markWatch) follow(ctx context.Context, stream droverv1.EventService_StreamClient, from uint64) {
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			if ctx.Err() == nil {
-				w.fail(fmt.Errorf("event stream ended: %w", err))
-			}
-			return
-		}
-		if resp.GetEventsMissed() {
-			w.fail(fmt.Errorf("event stream missed events between %d and %d", from, resp.GetIndex()))
-		}
+	w := &markWatch{marked: make(map[string]mark)}
+	w.entries = followEntries(ctx, s.Conn(), from, []droverv1.Topic{droverv1.Topic_TOPIC_NODE}, func(resp *droverv1.StreamEventsResponse) {
 		for _, ev := range resp.GetEvents() {
 			st := ev.GetNode().GetStatus()
 			if ev.GetType() == "NodeStatusUpdated" && st.IsUnresponsive() {
@@ -283,23 +248,16 @@ func (w *markWatch) follow(ctx context.Context, stream droverv1.EventService_Str
 				w.mu.Unlock()
 			}
 		}
-	}
+	})
+	t.Cleanup(w.close)
+	return w
 }
 
-func (w *markWatch) fail(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil {
-		w.err = err
-	}
-}
+// close ends the stream and waits for its goroutine.
+func (w *markWatch) close() { w.entries.stop() }
 
 // failure returns the first problem of the stream itself.
-func (w *markWatch) failure() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
+func (w *markWatch) failure() error { return w.entries.failure() }
 
 // of describes the marks of the given nodes.
 func (w *markWatch) of(ids []string) []string {
