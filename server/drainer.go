@@ -64,12 +64,7 @@ func (d *drainer) run(ctx context.Context) {
 // round runs one round over every draining node.
 func (d *drainer) round(ctx context.Context) {
 	snap := d.s.state.Snapshot()
-	var draining []*droverv1.Node
-	for n := range snap.Nodes() {
-		if n.GetDrainStrategy() != nil {
-			draining = append(draining, n)
-		}
-	}
+	draining := slices.Collect(snap.DrainingNodes())
 	if len(draining) == 0 {
 		return
 	}

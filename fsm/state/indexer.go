@@ -88,6 +88,28 @@ func int64Key(n int64) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(n)^(1<<63))
 }
 
+// flagIndex holds only the objects for which has is true, so that a scan
+// of it costs what they number, not what the table holds. Its schema must
+// allow missing entries; it is read with no arguments.
+type flagIndex[T any] struct {
+	has func(T) bool
+}
+
+func (ix flagIndex[T]) FromObject(obj any) (bool, []byte, error) {
+	o, ok := obj.(T)
+	if !ok {
+		return false, nil, fmt.Errorf("flag index: unexpected object %T", obj)
+	}
+	return ix.has(o), []byte{1}, nil
+}
+
+func (ix flagIndex[T]) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 0 {
+		return nil, fmt.Errorf("flag index: want no argument, got %d", len(args))
+	}
+	return []byte{1}, nil
+}
+
 // uuidIndex indexes a canonical lowercase UUID string as its 16 bytes. The
 // binary key is less than half the size of the text key, which matters for
 // the allocation table: one entry per allocation. Byte order equals the order

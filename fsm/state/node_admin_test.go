@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -258,6 +259,40 @@ func TestDrainBlocksEligibilityUntilItEnds(t *testing.T) {
 	f.setEligibility(n.GetId(), eligible)
 	if got := f.s.Snapshot().NodeByID(n.GetId()).GetSchedulingEligibility(); got != eligible {
 		t.Errorf("after the drain ended and the node was enabled: %s, want eligible", got)
+	}
+}
+
+// TestDrainingNodes lists the nodes being drained, in id order, through
+// drains starting and ending and a node registering again mid-drain.
+func TestDrainingNodes(t *testing.T) {
+	f := newFixture(t)
+	a, b, c := f.node(), f.node(), f.node()
+	draining := func() []string {
+		var ids []string
+		for n := range f.s.Snapshot().DrainingNodes() {
+			ids = append(ids, n.GetId())
+		}
+		return ids
+	}
+	if got := draining(); len(got) != 0 {
+		t.Fatalf("draining before any drain: %v", got)
+	}
+	f.startDrain(a.GetId())
+	f.startDrain(c.GetId())
+	want := []string{a.GetId(), c.GetId()}
+	slices.Sort(want)
+	if got := draining(); !slices.Equal(got, want) {
+		t.Errorf("draining %v, want %v", got, want)
+	}
+	// A registration keeps the drain.
+	if _, err := upsertNode(f.s, f.next(), c.CloneVT(), 9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.UpdateNodeDrain(f.next(), &droverv1.NodeDrainEntry{NodeId: a.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := draining(); !slices.Equal(got, []string{c.GetId()}) {
+		t.Errorf("after the drain of %s ended: draining %v, want only %s (not %s)", a.GetId(), got, c.GetId(), b.GetId())
 	}
 }
 

@@ -35,6 +35,7 @@ const (
 	indexJob       = "job"
 	indexAppliedAt = "applied_at"
 	indexType      = "type"
+	indexDraining  = "draining"
 )
 
 // jobVersion wraps a job stored as one of its versions. The wrapper keeps
@@ -63,6 +64,10 @@ func schema() *memdb.DBSchema {
 			Name: TableNodes,
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID: {Name: indexID, Unique: true, Indexer: uuidIndex[*droverv1.Node]{get: (*droverv1.Node).GetId}},
+				// The drainer reads the draining nodes every second.
+				indexDraining: {Name: indexDraining, AllowMissing: true, Indexer: flagIndex[*droverv1.Node]{
+					has: func(n *droverv1.Node) bool { return n.GetDrainStrategy() != nil },
+				}},
 			},
 		},
 		TableJobs: {

@@ -190,6 +190,11 @@ func (s *Snapshot) Nodes() iter.Seq[*droverv1.Node] {
 	return all[*droverv1.Node](s, TableNodes, indexID)
 }
 
+// DrainingNodes returns the nodes with a drain in progress, in id order.
+func (s *Snapshot) DrainingNodes() iter.Seq[*droverv1.Node] {
+	return all[*droverv1.Node](s, TableNodes, indexDraining)
+}
+
 // JobByID returns the current version of the job, or nil.
 func (s *Snapshot) JobByID(id string) *droverv1.Job {
 	return first[*droverv1.Job](s, TableJobs, indexID, id)
