@@ -553,8 +553,9 @@ func (x *PortRange) GetLast() int32 {
 // DrainStrategy describes a drain in progress.
 type DrainStrategy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Unix nanoseconds after which remaining allocations are stopped; zero
-	// means no deadline.
+	// Unix nanoseconds after which everything left on the node moves at
+	// once, whatever the groups' migrate max_parallel; zero means no
+	// deadline.
 	Deadline         int64 `protobuf:"varint,1,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	IgnoreSystemJobs bool  `protobuf:"varint,2,opt,name=ignore_system_jobs,json=ignoreSystemJobs,proto3" json:"ignore_system_jobs,omitempty"`
 	// Unix nanoseconds at which the drain began.

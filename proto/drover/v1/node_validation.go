@@ -163,7 +163,7 @@ func (r *UpdateNodeDrainRequest) Validate() error {
 		v.add("mark_eligible", "applies only when ending a drain")
 	}
 	if !r.GetEnable() && (r.GetDeadline() != 0 || r.GetIgnoreSystemJobs() || r.GetForce()) {
-		v.add("deadline", "ignore_system_jobs and force apply only when starting a drain")
+		v.add("deadline", "applies only when starting a drain, as do ignore_system_jobs and force")
 	}
 	if r.GetForce() && r.GetDeadline() != 0 {
 		v.add("force", "makes the deadline now; give no deadline with it")
