@@ -92,11 +92,20 @@ func (s *Server) stop(t testing.TB) {
 // address means its announce loop has nothing to write.
 func (s *Server) Restart(t testing.TB) *Server {
 	t.Helper()
+	cfg := s.sameAddresses()
+	s.stop(t)
+	return start(t, cfg)
+}
+
+// sameAddresses is the server's configuration for starting it again on
+// the addresses it has now. The listener it may have been given closes
+// with it, so the new one listens on the address again.
+func (s *Server) sameAddresses() server.Config {
 	cfg := s.Config
 	cfg.RaftAddr = s.RaftAddr()
 	cfg.RPCAddr = s.RPCAddr()
-	s.stop(t)
-	return start(t, cfg)
+	cfg.RPCListener = nil
+	return cfg
 }
 
 // Wipe shuts the server down, deletes its data dir and starts it again
@@ -104,9 +113,7 @@ func (s *Server) Restart(t testing.TB) *Server {
 // would come back. It must catch up from the other servers.
 func (s *Server) Wipe(t testing.TB) *Server {
 	t.Helper()
-	cfg := s.Config
-	cfg.RaftAddr = s.RaftAddr()
-	cfg.RPCAddr = s.RPCAddr()
+	cfg := s.sameAddresses()
 	cfg.ServerID = s.ID()
 	s.stop(t)
 	if err := os.RemoveAll(cfg.DataDir); err != nil {
