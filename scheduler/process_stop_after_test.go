@@ -216,3 +216,132 @@ func TestProcessStopAfterFollowupCanceled(t *testing.T) {
 	h.checkComplete(again.GetId(), false)
 	h.checkReplacedOnce(job.GetId(), lost)
 }
+
+// TestProcessStopAfterScaleDown loses one of two allocations under a group
+// with stop_after_client_disconnect, then scales the group down to one
+// before the lost allocation may be replaced: the lost allocation, still
+// counted while its agent may run it, is the one given up, so the other
+// keeps running, and the lost one's follow-up then places nothing.
+func TestProcessStopAfterScaleDown(t *testing.T) {
+	const after = time.Hour
+	h := newHarness(t)
+	// Room for one allocation per node, so that losing a node loses one.
+	h.addNodes(3, func(_ int, n *droverv1.Node) { n.Resources.CpuMhz = 1500 })
+	j := stopAfterJob(droverv1.JobType_JOB_TYPE_SERVICE, after)
+	j.TaskGroups[0].Count = 2
+	job := h.runJob(j)
+	live := h.live(job.GetId())
+	if len(live) != 2 || live[0].GetNodeId() == live[1].GetNodeId() {
+		t.Fatalf("placed %v, want two allocations on two nodes", live)
+	}
+	lost, kept := live[0], live[1]
+
+	h.now += int64(10 * time.Minute)
+	h.setNodeStatus(lost.GetNodeId(), droverv1.NodeStatus_NODE_STATUS_DOWN)
+	h.now += int64(time.Second)
+	down := h.newEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE)
+	h.planner.reset()
+	h.process(down)
+	h.checkComplete(down.GetId(), false)
+	checkStoppedLost(t, h.snapshot().AllocByID(lost.GetId()))
+	if len(h.planner.created) != 1 {
+		t.Fatalf("created %v, want one follow-up", h.planner.created)
+	}
+	followup := h.evalOf(h.planner.created[0].GetId())
+
+	h.now += int64(time.Minute)
+	smaller := job.CloneVT()
+	smaller.TaskGroups[0].Count = 1
+	_, scale := h.register(smaller)
+	h.planner.reset()
+	h.process(scale)
+	h.checkComplete(scale.GetId(), false)
+	checkOnly := func(when string) {
+		t.Helper()
+		live := h.live(job.GetId())
+		if len(live) != 1 || live[0].GetId() != kept.GetId() {
+			t.Fatalf("%s: running %v, want only %s", when, idsOf(live), kept.GetId())
+		}
+	}
+	checkOnly("after the scale-down")
+
+	h.now = followup.GetWaitUntil()
+	h.planner.reset()
+	h.process(followup)
+	h.checkComplete(followup.GetId(), false)
+	checkOnly("after the lost allocation's follow-up")
+	for _, p := range h.planner.plans {
+		for _, np := range p.GetNodePlans() {
+			if len(np.GetAllocations()) > 0 {
+				t.Fatalf("follow-up placed or updated %v on %s, want nothing", np.GetAllocations(), np.GetNodeId())
+			}
+		}
+	}
+}
+
+// TestProcessStopAfterFollowupCanceledNodeNotReady cancels the follow-up of
+// a lost allocation whose node then comes back, but not ready yet: the plan
+// applier takes no updates for such a node, so the next evaluation makes a
+// new follow-up without recording it on the allocation, and that follow-up
+// places the replacement.
+func TestProcessStopAfterFollowupCanceledNodeNotReady(t *testing.T) {
+	const after = time.Hour
+	for _, status := range []droverv1.NodeStatus{
+		droverv1.NodeStatus_NODE_STATUS_INITIALIZING, droverv1.NodeStatus_NODE_STATUS_DISCONNECTED,
+	} {
+		t.Run(status.String(), func(t *testing.T) {
+			h := newHarness(t)
+			h.addNodes(3, nil)
+			lost, downAt := h.loseNode(stopAfterJob(droverv1.JobType_JOB_TYPE_SERVICE, after))
+			job := h.snapshot().JobByID(lost.GetJobId())
+			canceled := h.evalOf(lost.GetFollowupEvalId()).CloneVT()
+			canceled.Status = droverv1.EvalStatus_EVAL_STATUS_CANCELED
+			if _, err := h.store.UpsertEvals(h.next(), &droverv1.EvalUpdateEntry{Evals: []*droverv1.Evaluation{canceled}}); err != nil {
+				t.Fatal(err)
+			}
+			h.now = downAt + int64(after/2)
+			h.setNodeStatus(lost.GetNodeId(), status)
+			// The plan applier refuses the node's part of a plan that
+			// updates allocations on it.
+			refused := 0
+			h.planner.reject = func(_, _ int, np *droverv1.NodePlan) bool {
+				if np.GetNodeId() == lost.GetNodeId() && len(np.GetAllocations()) > 0 {
+					refused++
+					return true
+				}
+				return false
+			}
+
+			early := h.newEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE)
+			h.planner.reset()
+			h.process(early)
+			if refused > 0 {
+				t.Fatalf("%d plans updated allocations on the %s node, which the plan applier refuses", refused, status)
+			}
+			h.checkComplete(early.GetId(), false)
+			if len(h.planner.created) != 1 {
+				t.Fatalf("created %v, want one new follow-up", h.planner.created)
+			}
+			again := h.evalOf(h.planner.created[0].GetId())
+			// The node no longer says when it went down: the wait counts
+			// from when the allocation was recorded lost, by the node's
+			// evaluation a second later.
+			due := downAt + int64(time.Second) + int64(after)
+			if again.GetTriggeredBy() != droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP || again.GetWaitUntil() != due {
+				t.Fatalf("new follow-up = %v, want an alloc-stop evaluation due at %d", again, due)
+			}
+			if got := h.snapshot().AllocByID(lost.GetId()).GetFollowupEvalId(); got != canceled.GetId() {
+				t.Fatalf("allocation's follow-up = %q, want the canceled %s left in place", got, canceled.GetId())
+			}
+			if n := len(h.live(job.GetId())); n != 0 {
+				t.Fatalf("%d allocations placed before the time, want none", n)
+			}
+
+			h.now = again.GetWaitUntil()
+			h.planner.reset()
+			h.process(again)
+			h.checkComplete(again.GetId(), false)
+			h.checkReplacedOnce(job.GetId(), lost)
+		})
+	}
+}

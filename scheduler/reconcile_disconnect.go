@@ -41,19 +41,6 @@ func needsReconnect(a *droverv1.Allocation) bool {
 	return false
 }
 
-// lastUnknown returns when the allocation last became unknown: the oldest
-// entry of the trailing run of unknown entries, or 0.
-func lastUnknown(a *droverv1.Allocation) int64 { return a.UnknownSince() }
-
-// disconnectDeadline is when an unknown allocation of group becomes lost.
-func disconnectDeadline(a *droverv1.Allocation, group *droverv1.TaskGroup, now int64) int64 {
-	since := lastUnknown(a)
-	if since == 0 {
-		since = now
-	}
-	return satAdd(since, group.GetMaxClientDisconnect())
-}
-
 // disconnectExpired reports whether an unknown allocation's disconnect
 // window is over: its deadline has passed, or the evaluation being
 // processed is the follow-up created for that deadline (follow-ups are
@@ -66,12 +53,10 @@ func disconnectExpired(a *droverv1.Allocation, group *droverv1.TaskGroup, now in
 	if a.GetFollowupEvalId() != "" && a.GetFollowupEvalId() == evalID {
 		return true
 	}
-	return group.GetMaxClientDisconnect() > 0 && lastUnknown(a) > 0 && disconnectDeadline(a, group, now) <= now
+	// Without an unknown entry the window counts from now, so it is not over.
+	window := group.GetMaxClientDisconnect()
+	return window > 0 && a.DisconnectDeadline(window, now) <= now
 }
-
-// markUnknown records on a copy of an allocation that its node is
-// disconnected.
-func markUnknown(c *droverv1.Allocation, now int64) { c.MarkUnknown(now) }
 
 // markReconnected records on a copy of an allocation that it is back: an
 // entry with its current client status ends its need for reconnect

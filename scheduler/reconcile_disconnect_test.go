@@ -7,14 +7,14 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-func TestNeedsReconnectAndLastUnknown(t *testing.T) {
+func TestNeedsReconnectAndUnknownSince(t *testing.T) {
 	m := int64(time.Minute)
 	other := &droverv1.AllocState{Field: droverv1.AllocStateField_ALLOC_STATE_FIELD_UNSPECIFIED, Time: 9}
 	cases := []struct {
-		name        string
-		states      []*droverv1.AllocState
-		needs       bool
-		lastUnknown int64
+		name         string
+		states       []*droverv1.AllocState
+		needs        bool
+		unknownSince int64
 	}{
 		{"no entries", nil, false, 0},
 		{"unknown", []*droverv1.AllocState{stateAt(csUnknown, 1*m)}, true, 1 * m},
@@ -33,8 +33,8 @@ func TestNeedsReconnectAndLastUnknown(t *testing.T) {
 		if got := needsReconnect(a); got != tc.needs {
 			t.Errorf("%s: needsReconnect = %v, want %v", tc.name, got, tc.needs)
 		}
-		if got := lastUnknown(a); got != tc.lastUnknown {
-			t.Errorf("%s: lastUnknown = %d, want %d", tc.name, got, tc.lastUnknown)
+		if got := a.UnknownSince(); got != tc.unknownSince {
+			t.Errorf("%s: UnknownSince = %d, want %d", tc.name, got, tc.unknownSince)
 		}
 	}
 }

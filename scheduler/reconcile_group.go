@@ -12,11 +12,15 @@ import (
 // Existing allocations fall into sets. Counted toward the group's count:
 // untainted (running where they should, or outdated and about to be
 // updated), done (finished batch work), migrate (leaving a draining node,
-// each replaced) and failed (waiting for, or getting, a reschedule; a
-// failed allocation holds its name until replaced). Not counted: lost
-// (stopped, replaced while the group is under count), disconnecting (on a
-// disconnected node, replaced while under count) and everything ignored
-// (stopped, finished service work, already replaced).
+// each replaced), failed (waiting for, or getting, a reschedule; a
+// failed allocation holds its name until replaced) and awaitingStop (lost,
+// but possibly still run by its unreachable agent until
+// stop_after_client_disconnect has passed; each keeps its name until
+// then). Not counted: lost (stopped, replaced while the group is under
+// count), stoppedLost (stopped as lost earlier, their wait over: replaced
+// while under count), disconnecting (on a disconnected node, replaced
+// while under count) and everything ignored (stopped, finished service
+// work, already replaced).
 type groupReconciler struct {
 	in    *reconcileInput
 	job   *droverv1.Job
@@ -150,14 +154,15 @@ func (g *groupReconciler) classifyDisconnected(a *droverv1.Allocation) {
 func markDisconnected(ch *groupChanges, later *followups, a *droverv1.Allocation, group *droverv1.TaskGroup, now int64,
 	pending func(evalID string) bool) {
 	trigger := droverv1.EvalTrigger_EVAL_TRIGGER_MAX_DISCONNECT_TIMEOUT
+	window := group.GetMaxClientDisconnect()
 	switch f := a.GetFollowupEvalId(); {
 	case a.GetClientStatus() != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
 		c := ch.copyOf(a)
-		markUnknown(c, now)
-		later.add(trigger, satAdd(now, group.GetMaxClientDisconnect()), c)
+		c.MarkUnknown(now)
+		later.add(trigger, c.DisconnectDeadline(window, now), c)
 	case f == "" || (pending != nil && !pending(f)):
 		// Marked unknown by the heartbeat timer, or its follow-up is gone.
-		later.add(trigger, disconnectDeadline(a, group, now), ch.copyOf(a))
+		later.add(trigger, a.DisconnectDeadline(window, now), ch.copyOf(a))
 	}
 }
 
@@ -191,12 +196,17 @@ func (g *groupReconciler) existing() int {
 	return len(g.untainted) + len(g.done) + len(g.migrate) + len(g.failed) + len(g.awaitingStop)
 }
 
-// scaleDown stops allocations beyond the group's count: failed ones first,
-// then migrating ones, then those not running, older versions before newer,
-// highest name index first. Finished batch work is never stopped.
+// scaleDown stops allocations beyond the group's count: those awaiting
+// their agent's stop first, then failed ones, then migrating ones, then
+// those not running, older versions before newer, highest name index
+// first. Finished batch work is never stopped.
 func (g *groupReconciler) scaleDown() {
 	excess := g.existing() - int(g.group.GetCount())
 	if excess <= 0 {
+		return
+	}
+	excess = g.releaseAwaitingStop(excess)
+	if excess == 0 {
 		return
 	}
 	type candidate struct {
@@ -237,6 +247,18 @@ func (g *groupReconciler) scaleDown() {
 	g.untainted = slices.DeleteFunc(g.untainted, isStopped)
 	g.migrate = slices.DeleteFunc(g.migrate, isStopped)
 	g.failed = slices.DeleteFunc(g.failed, func(f failedAlloc) bool { return stopped[f.alloc.GetId()] })
+}
+
+// releaseAwaitingStop spends up to excess of the group's surplus on
+// allocations awaiting their agent's stop, and returns what is left. They
+// are stopped already (or in this plan), so they are only no longer
+// counted: their follow-up then finds the group at count and places
+// nothing. Stopping a running allocation instead would leave the group
+// short until then.
+func (g *groupReconciler) releaseAwaitingStop(excess int) int {
+	n := min(excess, len(g.awaitingStop))
+	g.awaitingStop = g.awaitingStop[n:]
+	return excess - n
 }
 
 // update moves untainted allocations of older job versions to the current

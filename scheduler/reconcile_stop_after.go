@@ -39,12 +39,28 @@ func (g *groupReconciler) classifyStoppedLost(a *droverv1.Allocation) {
 		return
 	}
 	g.awaitingStop = append(g.awaitingStop, a)
-	if !g.followupPending(a.GetFollowupEvalId()) && g.in.nodes[a.GetNodeId()] != nil {
-		// Its follow-up was canceled: schedule another, recorded on the
-		// allocation (impossible once its node was collected; then the
-		// next evaluation after the time replaces it).
-		g.later.add(droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP, at, g.ch.copyOf(a))
+	if g.followupPending(a.GetFollowupEvalId()) {
+		return
 	}
+	// Its follow-up was canceled: schedule another, recorded on the
+	// allocation where the plan applier takes that record. An
+	// initializing or disconnected node would refuse its whole node plan
+	// for it, and a collected one has none; unrecorded, a later
+	// evaluation before the time schedules yet another, and any
+	// evaluation after it replaces the allocation.
+	var stamp *droverv1.Allocation
+	if stoppedLostStampable(g.in.nodes[a.GetNodeId()]) {
+		stamp = g.ch.copyOf(a)
+	}
+	g.later.add(droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP, at, stamp)
+}
+
+// stoppedLostStampable reports whether the plan applier accepts an update
+// of an allocation stopped as lost on the node: a ready node takes any
+// update, a down one only records of lost or unknown allocations, which
+// a stopped lost allocation's copy is.
+func stoppedLostStampable(n *droverv1.Node) bool {
+	return n != nil && (nodeReady(n) || n.GetStatus() == droverv1.NodeStatus_NODE_STATUS_DOWN)
 }
 
 // clientStopAt returns when the agent of a lost allocation will have

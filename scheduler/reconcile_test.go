@@ -398,7 +398,7 @@ func TestReconcileTainted(t *testing.T) {
 					ev.GetWaitUntil() != rcNow+int64(10*time.Minute) || a.GetFollowupEvalId() != ev.GetId() {
 					t.Errorf("follow-up %v for allocation with follow-up %q", ev, a.GetFollowupEvalId())
 				}
-				if a.GetClientStatus() != csUnknown || !needsReconnect(a) || lastUnknown(a) != rcNow {
+				if a.GetClientStatus() != csUnknown || !needsReconnect(a) || a.UnknownSince() != rcNow {
 					t.Errorf("allocation copy not marked unknown at now: %v", a)
 				}
 			},

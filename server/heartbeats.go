@@ -140,7 +140,7 @@ func outlivesDisconnect(snap *state.Snapshot, nodeID string, now int64) bool {
 			}
 		case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
 			window := job.LookupTaskGroup(a.GetTaskGroup()).GetMaxClientDisconnect()
-			if since := a.UnknownSince(); window > 0 && (since == 0 || since+window > now) {
+			if window > 0 && a.DisconnectDeadline(window, now) > now {
 				return true
 			}
 		}

@@ -1,5 +1,7 @@
 package droverv1
 
+import "math"
+
 // IsClientTerminal reports whether an allocation with client status s no
 // longer runs on its node (complete, failed or lost). Unknown is not
 // terminal: the allocation may still be running on a disconnected node.
@@ -91,4 +93,21 @@ func (a *Allocation) UnknownSince() int64 {
 		since = s.GetTime()
 	}
 	return since
+}
+
+// DisconnectDeadline returns when the allocation, unknown since its node
+// disconnected, becomes lost under its group's max_client_disconnect
+// window: window after UnknownSince, saturating at math.MaxInt64 rather
+// than wrapping for huge windows. With UnknownSince 0 (no unknown entry
+// recorded yet, as for an allocation just being marked) the window starts
+// at now, so the deadline lies ahead and the allocation is not lost yet.
+func (a *Allocation) DisconnectDeadline(window, now int64) int64 {
+	since := a.UnknownSince()
+	if since == 0 {
+		since = now
+	}
+	if window > 0 && since > math.MaxInt64-window {
+		return math.MaxInt64
+	}
+	return since + window
 }

@@ -1,6 +1,7 @@
 package droverv1
 
 import (
+	"math"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -106,6 +107,35 @@ func TestUnknownSince(t *testing.T) {
 			a := &Allocation{Id: "a1", AllocStates: tc.states}
 			if got := a.UnknownSince(); got != tc.want {
 				t.Errorf("UnknownSince = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDisconnectDeadline(t *testing.T) {
+	const now = int64(1_000)
+	unknownAt := func(t int64) []*AllocState { return []*AllocState{clientState(csUnknown, t)} }
+	cases := []struct {
+		name   string
+		states []*AllocState
+		window int64
+		want   int64
+	}{
+		{"window after the unknown entry", unknownAt(400), 100, 500},
+		{"window ending after now", unknownAt(950), 100, 1_050},
+		{"oldest of the trailing unknown run", []*AllocState{clientState(csUnknown, 300), clientState(csUnknown, 700)}, 100, 400},
+		{"no unknown entry: window starts now", nil, 100, now + 100},
+		{"reconnected since: window starts now", []*AllocState{clientState(csUnknown, 300), clientState(csRunning, 350)}, 100, now + 100},
+		{"no window: the moment it became unknown", unknownAt(400), 0, 400},
+		{"huge window saturates", unknownAt(400), math.MaxInt64, math.MaxInt64},
+		{"huge window from now saturates", nil, math.MaxInt64 - now + 1, math.MaxInt64},
+		{"largest window that fits", unknownAt(400), math.MaxInt64 - 400, math.MaxInt64},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Allocation{Id: "a1", ClientStatus: csUnknown, AllocStates: tc.states}
+			if got := a.DisconnectDeadline(tc.window, now); got != tc.want {
+				t.Errorf("DisconnectDeadline(%d, %d) = %d, want %d", tc.window, now, got, tc.want)
 			}
 		})
 	}
