@@ -225,11 +225,10 @@ func (c *Config) Validate() error {
 	if c.RaftMultiplier < 1 || c.RaftMultiplier > MaxRaftMultiplier {
 		errs = append(errs, fmt.Errorf("raft multiplier %d: must be between 1 and %d", c.RaftMultiplier, MaxRaftMultiplier))
 	}
-	if c.Heartbeat.MinTTL <= 0 {
-		errs = append(errs, errors.New("heartbeat min TTL: must be positive"))
-	}
+	// heartbeat's own messages name the setting, "heartbeat min TTL" and
+	// the like, so they need no prefix.
 	if err := c.Heartbeat.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("heartbeat: %w", err))
+		errs = append(errs, err)
 	}
 	if c.EnablePprof && c.HTTPAddr == "" {
 		errs = append(errs, errors.New("enable pprof: needs an HTTP address"))

@@ -25,6 +25,8 @@ func TestConfigValidateRaftSettings(t *testing.T) {
 		{"tls all three files", func(c *Config) { c.TLS = tlsconfig.Config{CAFile: "ca.pem", CertFile: "s.pem", KeyFile: "s-key.pem"} }, ""},
 		{"tls without key", func(c *Config) { c.TLS = tlsconfig.Config{CAFile: "ca.pem", CertFile: "s.pem"} }, "missing: key file"},
 		{"tls CA only", func(c *Config) { c.TLS = tlsconfig.Config{CAFile: "ca.pem"} }, "tls:"},
+		{"heartbeat min TTL 0", func(c *Config) { c.Heartbeat.MinTTL = 0 }, "heartbeat min TTL 0s: must be above 0"},
+		{"heartbeat failover TTL 0", func(c *Config) { c.Heartbeat.FailoverTTL = 0 }, "heartbeat failover TTL 0s: must be above 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

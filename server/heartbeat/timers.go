@@ -18,14 +18,17 @@ var ErrNotLeader = errors.New("heartbeat timers not running: server is not the l
 // ExpireFunc decides and writes what a missed heartbeat means for a node. It
 // is called from one goroutine at a time, never with a lock held. It returns
 // true when the node must stay tracked (it stays disconnected for now and its
-// timer is to be armed again with a normal TTL plus grace).
+// timer is to be armed again with a normal TTL plus grace). The expiries of
+// that re-armed timer are re-checks: they neither count towards the
+// mass-failure guard nor wait for its throttle.
 type ExpireFunc func(ctx context.Context, nodeID string) (keepTracking bool)
 
 // Stats describes the timers for metrics and operators.
 type Stats struct {
 	// Tracked counts the nodes with a timer, queued, or being marked.
 	Tracked int
-	// Pending counts the nodes expired and waiting to be marked.
+	// Pending counts the nodes expired, or due a re-check, and waiting for
+	// the ExpireFunc.
 	Pending int
 	// Throttled is true while the mass-failure guard is engaged.
 	Throttled bool
@@ -56,16 +59,27 @@ type entry struct {
 	id    string
 	state entryState
 	timer *time.Timer
-	// prev and next link the entry into the pending queue while queued.
+	// recheck is set once the ExpireFunc kept the node tracked: its timer
+	// now only re-checks a node already known to miss its heartbeats, so
+	// its expiries are not news of a failure. Left to the guard, a large
+	// disconnected share would keep it engaged and, throttled, spend its
+	// tokens on checks that usually write nothing while nodes that really
+	// failed wait.
+	recheck bool
+	// prev and next link the entry into its queue while queued.
 	prev, next *entry
 }
 
 // term is one Start..Stop span of leadership.
 type term struct {
-	cancel   context.CancelFunc
-	unwatch  func() bool
-	wake     chan struct{}
-	finished chan struct{}
+	cancel  context.CancelFunc
+	unwatch func() bool
+	// wake is signalled when a node is queued for marking, rechecked when
+	// one is queued for a re-check, so that a throttled wait ends for the
+	// latter only.
+	wake      chan struct{}
+	rechecked chan struct{}
+	finished  chan struct{}
 }
 
 // Timers is the leader's set of heartbeat timers, one per node, in memory
@@ -80,13 +94,16 @@ type Timers struct {
 	// before the next term begins.
 	lifecycle sync.Mutex
 
-	mu      sync.Mutex
-	term    *term // nil while not started
-	nodes   map[string]*entry
-	pending pendingQueue
-	guard   guard
-	expired uint64
-	marked  uint64
+	mu    sync.Mutex
+	term  *term // nil while not started
+	nodes map[string]*entry
+	// pending holds the expired nodes, marked at the guard's pace; rechecks
+	// holds the re-check entries, taken first and never throttled.
+	pending  pendingQueue
+	rechecks pendingQueue
+	guard    guard
+	expired  uint64
+	marked   uint64
 }
 
 // NewTimers returns stopped timers that call expire for nodes that miss
@@ -127,9 +144,10 @@ func (t *Timers) Start(ctx context.Context, nodeIDs []string) error {
 	// and end the marker while the timers still run.
 	markCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	tm := &term{
-		cancel:   cancel,
-		wake:     make(chan struct{}, 1),
-		finished: make(chan struct{}),
+		cancel:    cancel,
+		wake:      make(chan struct{}, 1),
+		rechecked: make(chan struct{}, 1),
+		finished:  make(chan struct{}),
 	}
 	tm.unwatch = context.AfterFunc(ctx, func() { t.stop(tm) })
 	t.term = tm
@@ -172,6 +190,7 @@ func (t *Timers) stop(tm *term) {
 	}
 	t.nodes = make(map[string]*entry)
 	t.pending = pendingQueue{}
+	t.rechecks = pendingQueue{}
 	t.guard.reset()
 	t.mu.Unlock()
 
@@ -203,12 +222,16 @@ func (t *Timers) rearm(nodeID string, d time.Duration) {
 	case e == nil:
 	case e.state == armed && e.timer.Stop():
 		// The hot path: the timer had not fired, so no callback can be
-		// in flight and the timer can be reused.
+		// in flight and the timer can be reused. The node heartbeat, so
+		// its next expiry is news again, not a re-check.
+		e.recheck = false
 		e.timer.Reset(d)
 		return
 	case e.state == queued:
-		t.pending.remove(e)
-		t.guard.cameBackOne()
+		t.queueOf(e).remove(e)
+		if !e.recheck {
+			t.guard.cameBackOne()
+		}
 	}
 	// The timer fired: its callback may still be waiting for the lock, or
 	// the marker may be holding the entry. A fresh entry leaves both to
@@ -223,28 +246,13 @@ func (t *Timers) newEntry(nodeID string, d time.Duration) *entry {
 	return e
 }
 
-// Clear stops tracking a node (deleted, or marked down).
-func (t *Timers) Clear(nodeID string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.nodes[nodeID]
-	if e == nil {
-		return
-	}
-	e.timer.Stop()
-	if e.state == queued {
-		t.pending.remove(e)
-	}
-	delete(t.nodes, nodeID)
-}
-
 // Stats describes the timers now.
 func (t *Timers) Stats() Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return Stats{
 		Tracked:             len(t.nodes),
-		Pending:             t.pending.len(),
+		Pending:             t.pending.len() + t.rechecks.len(),
 		Throttled:           t.guard.engaged,
 		ThrottleEngagements: t.guard.engagements,
 		Expired:             t.expired,
@@ -252,7 +260,8 @@ func (t *Timers) Stats() Stats {
 	}
 }
 
-// fire runs when e's timer expires: it queues the node for marking.
+// fire runs when e's timer expires: it queues the node for marking, and
+// counts the expiry towards the guard unless it is a re-check.
 func (t *Timers) fire(e *entry) {
 	t.mu.Lock()
 	if t.term == nil || t.nodes[e.id] != e || e.state != armed {
@@ -260,10 +269,14 @@ func (t *Timers) fire(e *entry) {
 		return
 	}
 	e.state = queued
-	t.pending.push(e)
+	t.queueOf(e).push(e)
 	t.expired++
-	ev := t.guard.expired(time.Now(), len(t.nodes))
-	wake := t.term.wake
+	var ev guardEvent
+	wake := t.term.rechecked
+	if !e.recheck {
+		ev = t.guard.expired(time.Now(), len(t.nodes))
+		wake = t.term.wake
+	}
 	t.mu.Unlock()
 
 	select {
@@ -271,4 +284,12 @@ func (t *Timers) fire(e *entry) {
 	default:
 	}
 	ev.log(t.logger, t.cfg)
+}
+
+// queueOf returns the queue e waits in while queued. The caller holds mu.
+func (t *Timers) queueOf(e *entry) *pendingQueue {
+	if e.recheck {
+		return &t.rechecks
+	}
+	return &t.pending
 }

@@ -60,10 +60,17 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("heartbeat %s must not be negative", name))
 		}
 	}
-	negative("min TTL", c.MinTTL < 0)
+	// A zero MinTTL would hand a small fleet a zero TTL; a zero FailoverTTL
+	// would expire every node as soon as a leader is elected.
+	positive := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("heartbeat %s %s: must be above 0", name, d))
+		}
+	}
+	positive("min TTL", c.MinTTL)
 	negative("max per second", c.MaxPerSecond < 0)
 	negative("grace", c.Grace < 0)
-	negative("failover TTL", c.FailoverTTL < 0)
+	positive("failover TTL", c.FailoverTTL)
 	negative("mass-failure fraction", c.MassFailureFraction < 0)
 	negative("mass-failure window", c.MassFailureWindow < 0)
 	negative("mass-failure min nodes", c.MassFailureMinNodes < 0)
@@ -108,16 +115,14 @@ func (c Config) baseTTL(nodes int) time.Duration {
 }
 
 // failoverTTL is the timer every node gets when a server becomes leader:
-// FailoverTTL, unless the fleet is so large that its nodes may have been
-// handed longer intervals (up to twice the fleet-driven base TTL, with the
-// stagger); then that plus the grace. With the defaults a fleet past 7,500
-// nodes has intervals beyond 5 minutes, and a flat 5 minutes would mark
-// some of it down after every election.
+// FailoverTTL, unless its nodes may have been handed longer intervals (up
+// to twice the base TTL, with the stagger); then that plus the grace. The
+// base is the one TTL hands out, MinTTL included: with the defaults a fleet
+// past 7,500 nodes has intervals beyond 5 minutes, and so does any fleet
+// with a MinTTL above 2.5 minutes; a flat 5 minutes would mark some of it
+// down after every election.
 func (c Config) failoverTTL(nodes int) time.Duration {
-	if c.MaxPerSecond <= 0 {
-		return c.FailoverTTL
-	}
-	longest := 2 * time.Duration(float64(nodes)/c.MaxPerSecond*float64(time.Second))
+	longest := 2 * c.baseTTL(nodes)
 	if longest > c.FailoverTTL {
 		return longest + c.Grace
 	}

@@ -39,6 +39,9 @@ func TestValidate(t *testing.T) {
 		}, false},
 		{"fraction of one", func(c *Config) { c.MassFailureFraction = 1 }, false},
 		{"negative min TTL", func(c *Config) { c.MinTTL = -time.Second }, true},
+		{"zero min TTL", func(c *Config) { c.MinTTL = 0 }, true},
+		{"zero failover TTL", func(c *Config) { c.FailoverTTL = 0 }, true},
+		{"zero max per second", func(c *Config) { c.MaxPerSecond = 0 }, false},
 		{"negative max per second", func(c *Config) { c.MaxPerSecond = -1 }, true},
 		{"negative grace", func(c *Config) { c.Grace = -time.Second }, true},
 		{"negative failover TTL", func(c *Config) { c.FailoverTTL = -time.Second }, true},
@@ -62,21 +65,43 @@ func TestValidate(t *testing.T) {
 }
 
 // TestFailoverTTLCoversLongTTLs checks that the failover TTL never falls
-// short of the longest TTL a node of the fleet may hold.
+// short of the longest TTL a node of the fleet may hold, whether the fleet's
+// size or MinTTL makes the TTLs long.
 func TestFailoverTTLCoversLongTTLs(t *testing.T) {
-	cfg := DefaultConfig()
+	withMinTTL := func(d time.Duration) Config {
+		cfg := DefaultConfig()
+		cfg.MinTTL = d
+		return cfg
+	}
+	noRate := DefaultConfig()
+	noRate.MaxPerSecond, noRate.MinTTL = 0, 3*time.Minute
 	cases := []struct {
+		name  string
+		cfg   Config
 		nodes int
 		want  time.Duration
 	}{
-		{0, 5 * time.Minute},
-		{1000, 5 * time.Minute},    // TTLs up to 40s
-		{10000, 410 * time.Second}, // base 200s: TTLs up to 400s, plus the 10s grace
-		{50000, 2*1000*time.Second + 10*time.Second},
+		{"defaults, no nodes", DefaultConfig(), 0, 5 * time.Minute},
+		{"defaults, TTLs up to 40s", DefaultConfig(), 1000, 5 * time.Minute},
+		{"defaults, base 200s", DefaultConfig(), 10000, 410 * time.Second}, // TTLs up to 400s, plus the 10s grace
+		{"defaults, base 1000s", DefaultConfig(), 50000, 2*1000*time.Second + 10*time.Second},
+		{"min TTL 2.5m: TTLs up to exactly 5m", withMinTTL(150 * time.Second), 10, 5 * time.Minute},
+		{"min TTL 3m: TTLs up to 6m", withMinTTL(3 * time.Minute), 10, 6*time.Minute + 10*time.Second},
+		{"min TTL 3m above the fleet's base", withMinTTL(3 * time.Minute), 5000, 6*time.Minute + 10*time.Second},
+		{"fleet's base above min TTL 3m", withMinTTL(3 * time.Minute), 10000, 410 * time.Second},
+		{"min TTL 3m without a rate", noRate, 50000, 6*time.Minute + 10*time.Second},
 	}
 	for _, tc := range cases {
-		if got := cfg.failoverTTL(tc.nodes); got != tc.want {
-			t.Errorf("failoverTTL(%d) = %s, want %s", tc.nodes, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.cfg.failoverTTL(tc.nodes)
+			if got != tc.want {
+				t.Fatalf("failoverTTL(%d) = %s, want %s", tc.nodes, got, tc.want)
+			}
+			for range 100 {
+				if ttl := tc.cfg.TTL(tc.nodes); ttl > got {
+					t.Fatalf("TTL(%d) handed out %s, beyond the failover TTL %s", tc.nodes, ttl, got)
+				}
+			}
+		})
 	}
 }
