@@ -53,7 +53,7 @@ func progressOf(job *droverv1.Job, stopped bool, allocs []*droverv1.Allocation, 
 		switch {
 		case wantRun && !stopped && a.GetClientStatus() == goal:
 			p.Reached++
-		case (!wantRun || stopped) && !clientTerminal(a.GetClientStatus()):
+		case (!wantRun || stopped) && !a.ClientTerminal():
 			p.Lingering++
 		}
 		if system && wantRun && !stopped {
@@ -63,29 +63,6 @@ func progressOf(job *droverv1.Job, stopped bool, allocs []*droverv1.Allocation, 
 		}
 	}
 	return p
-}
-
-// clientTerminal reports whether an agent is done with an allocation.
-func clientTerminal(s droverv1.AllocClientStatus) bool {
-	switch s {
-	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE,
-		droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED,
-		droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST:
-		return true
-	}
-	return false
-}
-
-// placementsSince counts the allocations created at or after since (unix
-// ns) and returns the latest creation time among them.
-func placementsSince(allocs []*droverv1.Allocation, since int64) (n int, last int64) {
-	for _, a := range allocs {
-		if t := a.GetCreateTime(); t >= since {
-			n++
-			last = max(last, t)
-		}
-	}
-	return n, last
 }
 
 // evalsDone counts the evaluations created in the raft index range

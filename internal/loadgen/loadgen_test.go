@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +85,7 @@ func TestProgressOf(t *testing.T) {
 	}
 }
 
-func TestEvalsDoneAndPlacements(t *testing.T) {
+func TestEvalsDone(t *testing.T) {
 	ev := func(idx uint64, st droverv1.EvalStatus) *droverv1.Evaluation {
 		return &droverv1.Evaluation{CreateIndex: idx, Status: st}
 	}
@@ -102,26 +103,47 @@ func TestEvalsDoneAndPlacements(t *testing.T) {
 			t.Errorf("evalsDone(%d, %d) = %d, %v; want %d, %v", tt.after, tt.upTo, n, p, tt.complete, tt.pending)
 		}
 	}
-	allocs := []*droverv1.Allocation{{CreateTime: 5}, {CreateTime: 10}, {CreateTime: 30}}
-	if n, last := placementsSince(allocs, 10); n != 2 || last != 30 {
-		t.Errorf("placementsSince = %d, %d; want 2, 30", n, last)
-	}
 }
 
 func TestTotal(t *testing.T) {
-	steps := []StepReport{
-		{Seconds: 10, Placements: 1000, PlacementsPerSecond: 200, SettledSeconds: 8, Evals: 10, RaftEntries: 5, Heartbeats: 3, CPUSeconds: []float64{1, 2}},
-		{Seconds: 4, Placements: 0, SettledSeconds: 2, Evals: 4, RaftEntries: 2, CPUSeconds: []float64{0.5, 0.5}},
+	tests := []struct {
+		name  string
+		steps []StepReport
+		want  StepReport
+	}{
+		{name: "no steps", want: StepReport{Name: "total"}},
+		{
+			// The first step holds 2s after its goal and the second starts
+			// 2s after that hold: the total spans both gaps.
+			name: "holds and gaps count",
+			steps: []StepReport{
+				{StartSeconds: 5, Seconds: 10, HeldSeconds: 12, Placements: 1000, PlacementsPerSecond: 200, SettledSeconds: 8,
+					Evals: 10, RaftEntries: 5, RaftBytes: 100, Heartbeats: 360, CPUSeconds: []float64{1, 2}},
+				{StartSeconds: 19, Seconds: 4, HeldSeconds: 6, Placements: 400, PlacementsPerSecond: 200, SettledSeconds: 2,
+					Evals: 8, RaftEntries: 2, RaftBytes: 50, Heartbeats: 180, CPUSeconds: []float64{0.5, 0.5}},
+			},
+			want: StepReport{Name: "total", StartSeconds: 5, Seconds: 18, HeldSeconds: 20,
+				Placements: 1400, PlacementsPerSecond: 87.5, SettledSeconds: 16, Evals: 18, EvalsPerSecond: 1,
+				RaftEntries: 7, RaftBytes: 150, Heartbeats: 540, HeartbeatsPerSecond: 30, CPUSeconds: []float64{1.5, 2.5}},
+		},
+		{
+			// A step that places nothing and waits for no allocations
+			// moves neither the last placement nor the settling time.
+			name: "last step neither places nor settles",
+			steps: []StepReport{
+				{StartSeconds: 0, Seconds: 10, HeldSeconds: 10, Placements: 100, PlacementsPerSecond: 20, SettledSeconds: 8, Heartbeats: 100},
+				{StartSeconds: 20, Seconds: 5, HeldSeconds: 10, Evals: 5, Heartbeats: 100},
+			},
+			want: StepReport{Name: "total", Seconds: 25, HeldSeconds: 30, Placements: 100, PlacementsPerSecond: 20,
+				SettledSeconds: 8, Evals: 5, EvalsPerSecond: 0.2, Heartbeats: 200, HeartbeatsPerSecond: 10},
+		},
 	}
-	got := total(steps)
-	if got.Placements != 1000 || got.Evals != 14 || got.RaftEntries != 7 || got.Heartbeats != 3 || got.Seconds != 14 {
-		t.Errorf("total sums = %+v", got)
-	}
-	if got.PlacementsPerSecond != 200 || got.SettledSeconds != 12 || got.EvalsPerSecond != 1 {
-		t.Errorf("total rates: placements/s %g settled %g evals/s %g; want 200, 12, 1", got.PlacementsPerSecond, got.SettledSeconds, got.EvalsPerSecond)
-	}
-	if len(got.CPUSeconds) != 2 || got.CPUSeconds[0] != 1.5 || got.CPUSeconds[1] != 2.5 {
-		t.Errorf("total CPU = %v, want [1.5 2.5]", got.CPUSeconds)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := total(tt.steps); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("total =\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
 	}
 }
 

@@ -15,8 +15,9 @@ type Report struct {
 	// FleetReadySeconds is how long the fleet took to register and be
 	// ready, before the first step.
 	FleetReadySeconds float64 `json:"fleet_ready_seconds"`
-	// Steps are the steps in order; Total sums them (placements/s and
-	// evals/s over the whole time the steps took).
+	// Steps are the steps in order; Total sums them, its times and rates
+	// running over the whole span of the steps from the first one's
+	// start, gaps between steps and holds included.
 	Steps []StepReport `json:"steps"`
 	Total StepReport   `json:"total"`
 	// UpdateAlloc and GetAllocs are the agents' call latencies over the
@@ -39,9 +40,15 @@ type Report struct {
 // StepReport is what one step measured.
 type StepReport struct {
 	Name string `json:"name"`
+	// StartSeconds is when the step's first submission was made, in
+	// seconds from the start of the run (before the fleet registered).
+	StartSeconds float64 `json:"start_seconds"`
 	// Seconds runs from the first submission until the goal was seen
 	// reached (Hold not included).
 	Seconds float64 `json:"seconds"`
+	// HeldSeconds runs from the first submission until the end of Hold:
+	// the time the step's raft, CPU, heartbeat and latency figures cover.
+	HeldSeconds float64 `json:"held_seconds"`
 	// Placements counts the allocations created during the step;
 	// PlacementsPerSecond divides them by the time from the first
 	// submission until the last of them was committed (its create time).
@@ -60,7 +67,9 @@ type StepReport struct {
 	RaftEntries uint64  `json:"raft_entries"`
 	RaftBytes   float64 `json:"raft_bytes"`
 	// Heartbeats counts heartbeats the servers accepted during the step
-	// (Hold included), HeartbeatsPerSecond per second of it.
+	// (Hold included), HeartbeatsPerSecond per second of it (HeldSeconds;
+	// for the total, per second of the steps' own HeldSeconds, since the
+	// gaps between steps are counted by none).
 	Heartbeats          uint64  `json:"heartbeats"`
 	HeartbeatsPerSecond float64 `json:"heartbeats_per_second"`
 	// CPUSeconds is each server's CPU time used during the step, in
@@ -137,28 +146,36 @@ func countsString(m map[string]int, prefix string) string {
 	return strings.Join(parts, ", ")
 }
 
-// total sums the steps: placements/s over the time from the first step's
-// start until the last placement, evals/s over the steps' time.
+// total sums the steps. Times run from the first step's start: Seconds
+// until the last goal was reached, HeldSeconds until the last Hold ended,
+// SettledSeconds until the last settled step settled; placements/s over
+// the time until the last placement, evals/s over Seconds. Each step's
+// StartSeconds places it in that span, so holds and the gaps between
+// steps count.
 func total(steps []StepReport) StepReport {
 	t := StepReport{Name: "total"}
-	var placing float64
+	if len(steps) == 0 {
+		return t
+	}
+	t.StartSeconds = steps[0].StartSeconds
+	var placing, heldSum float64
 	for _, s := range steps {
+		at := s.StartSeconds - t.StartSeconds // the step's offset in the span
 		t.Placements += s.Placements
 		t.Evals += s.Evals
 		t.RaftEntries += s.RaftEntries
 		t.RaftBytes += s.RaftBytes
 		t.Heartbeats += s.Heartbeats
-		if s.Placements > 0 {
-			placing = t.Seconds + float64(s.Placements)/s.PlacementsPerSecond
+		heldSum += s.HeldSeconds
+		if s.Placements > 0 && s.PlacementsPerSecond > 0 {
+			placing = at + float64(s.Placements)/s.PlacementsPerSecond
 		}
-		t.SettledSeconds = max(t.SettledSeconds, t.Seconds+s.SettledSeconds)
-		t.Seconds += s.Seconds
-		for i, c := range s.CPUSeconds {
-			if i == len(t.CPUSeconds) {
-				t.CPUSeconds = append(t.CPUSeconds, 0)
-			}
-			t.CPUSeconds[i] += c
+		if s.SettledSeconds > 0 {
+			t.SettledSeconds = max(t.SettledSeconds, at+s.SettledSeconds)
 		}
+		t.Seconds = max(t.Seconds, at+s.Seconds)
+		t.HeldSeconds = max(t.HeldSeconds, at+s.HeldSeconds)
+		t.CPUSeconds = addCPU(t.CPUSeconds, s.CPUSeconds)
 	}
 	if placing > 0 {
 		t.PlacementsPerSecond = float64(t.Placements) / placing
@@ -166,5 +183,19 @@ func total(steps []StepReport) StepReport {
 	if t.Seconds > 0 {
 		t.EvalsPerSecond = float64(t.Evals) / t.Seconds
 	}
+	if heldSum > 0 {
+		t.HeartbeatsPerSecond = float64(t.Heartbeats) / heldSum
+	}
 	return t
+}
+
+// addCPU adds a step's per-server CPU seconds to sum, growing it as needed.
+func addCPU(sum, step []float64) []float64 {
+	for i, c := range step {
+		if i == len(sum) {
+			sum = append(sum, 0)
+		}
+		sum[i] += c
+	}
+	return sum
 }

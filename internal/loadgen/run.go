@@ -27,6 +27,9 @@ type runner struct {
 	stopped map[string]bool
 	// placed are the allocations already counted as placements.
 	placed map[string]bool
+	// began is when the run started, before the fleet registered; the
+	// steps' StartSeconds count from it.
+	began time.Time
 }
 
 // Run starts the fleet, waits until every node is ready, runs the steps in
@@ -72,7 +75,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	r.sampler = startSampler(ctx, r)
 	defer r.sampler.stop()
 
-	began := time.Now()
+	r.began = time.Now()
 	r.sampler.setPhase("register")
 	if err := r.fleet.Start(ctx); err != nil {
 		return nil, fmt.Errorf("loadgen: %w", err)
@@ -80,7 +83,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	if err := r.waitFleetReady(ctx); err != nil {
 		return nil, err
 	}
-	rep.FleetReadySeconds = time.Since(began).Seconds()
+	rep.FleetReadySeconds = time.Since(r.began).Seconds()
 
 	for _, st := range r.cfg.Steps {
 		sr, err := r.runStep(ctx, st)

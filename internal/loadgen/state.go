@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
@@ -26,12 +25,10 @@ type clusterClient struct {
 // dialCluster connects to every server.
 func dialCluster(addrs []string, opts []grpc.DialOption) (*clusterClient, error) {
 	c := &clusterClient{addrs: addrs}
-	base := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})),
-	}
+	// opts come last: they win, e.g. TLS credentials over plaintext.
+	opts = append(rpc.ClientDialOptions(nil), opts...)
 	for _, a := range addrs {
-		conn, err := grpc.NewClient(a, append(base, opts...)...)
+		conn, err := grpc.NewClient(a, opts...)
 		if err != nil {
 			_ = c.close()
 			return nil, fmt.Errorf("loadgen: dial %s: %w", a, err)

@@ -46,6 +46,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (StepReport, error) {
 	if err != nil {
 		return sr, fmt.Errorf("loadgen: step %s: %w", st.Name, err)
 	}
+	sr.StartSeconds = start.Sub(r.began).Seconds()
 	sr.Seconds = time.Since(start).Seconds()
 	if settledAt > 0 {
 		sr.SettledSeconds = time.Unix(0, settledAt).Sub(start).Seconds()
@@ -53,7 +54,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (StepReport, error) {
 	if err := pause(ctx, st.Hold); err != nil {
 		return sr, fmt.Errorf("loadgen: step %s: %w", st.Name, err)
 	}
-	held := time.Since(start).Seconds()
+	sr.HeldSeconds = time.Since(start).Seconds()
 
 	idx1, err := r.cl.maxIndex(ctx)
 	if err != nil {
@@ -70,7 +71,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (StepReport, error) {
 		sr.CPUSeconds = append(sr.CPUSeconds, m1[i].CPUSeconds-m0[i].CPUSeconds)
 	}
 	sr.Heartbeats = fs1.HeartbeatsOK - fs0.HeartbeatsOK
-	sr.HeartbeatsPerSecond = float64(sr.Heartbeats) / held
+	sr.HeartbeatsPerSecond = float64(sr.Heartbeats) / sr.HeldSeconds
 	sr.UpdateAlloc, sr.GetAllocs = latenciesBetween(fs0, fs1)
 	if err := r.countWork(ctx, &sr, start, idx0, idx1); err != nil {
 		return sr, err

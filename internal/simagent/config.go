@@ -15,8 +15,8 @@ type Config struct {
 	// Servers are the gRPC addresses agents start from. Addresses the
 	// servers announce in their answers are added to these.
 	Servers []string
-	// DialOptions are added to the fleet's own (plaintext, drover's codec)
-	// and win over them, e.g. TLS credentials.
+	// DialOptions are added to the fleet's own (rpc.ClientDialOptions,
+	// plaintext) and win over them, e.g. TLS credentials.
 	DialOptions []grpc.DialOption
 	// ConnsPerServer is how many connections the fleet keeps to each server.
 	// A server allows a bounded number of calls in flight per connection,

@@ -107,10 +107,12 @@ func (f *Fleet) Stop() {
 	if started {
 		cancel()
 		<-f.loopDone
-		// Every poll and rejoin was started by a task, and the tasks
-		// have returned.
-		f.polls.Wait()
+		// Rejoins are started by tasks, which have returned; polls are
+		// started by tasks and by rejoins (a registration that succeeds
+		// starts the GetAllocs loop), so the rejoins must be done before
+		// waiting for the polls, or a poll could start after that wait.
 		f.rejoins.Wait()
+		f.polls.Wait()
 	}
 	_ = f.pool.close()
 }

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/droverhq/drover/rpc"
@@ -42,19 +41,18 @@ func newPool(addrs []string, perServer int, opts []grpc.DialOption) (*pool, erro
 	return p, nil
 }
 
-// defaultDialOptions: plaintext, drover's codec, quick reconnection to a
-// server that comes back, and keepalives that notice a server gone silent
-// (within the servers' enforcement policy of at least 10s).
+// defaultDialOptions: those of every drover client (plaintext), quick
+// reconnection to a server that comes back, and keepalives that notice a
+// server gone silent (within the servers' enforcement policy of at least
+// 10s).
 func defaultDialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})),
+	return append(rpc.ClientDialOptions(nil),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 2 * time.Second,
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	}
+	)
 }
 
 // add dials addr unless it is known. The caller holds mu or owns p.

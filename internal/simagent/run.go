@@ -11,9 +11,9 @@ import (
 // long poll, the simulated passage of time, and the reports.
 
 // startPolling starts the GetAllocs loop once, for agents that run
-// allocations, under the fleet's context. It is called from a task, so the
-// fleet's Stop (which waits for tasks before it waits for polls) cannot
-// miss it.
+// allocations, under the fleet's context. It is called from a task or from
+// a rejoin goroutine; the fleet's Stop waits for the tasks, then for the
+// rejoins, and only then for the polls, so it cannot miss one.
 func (a *Agent) startPolling() {
 	if a.allocs == nil || !a.polling.CompareAndSwap(false, true) {
 		return

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -175,7 +176,9 @@ func tlsFileFlags(fs *flag.FlagSet, o *clientOptions) {
 }
 
 // tlsDialOptions are the TLS credentials of the -ca-file, -cert-file and
-// -key-file flags, or none for plaintext.
+// -key-file flags, or none for plaintext. simagent and loadgen add them to
+// their own options (rpc.ClientDialOptions, plaintext), so the codec and
+// message-size limits stay those of every drover client.
 func tlsDialOptions(o *clientOptions) ([]grpc.DialOption, error) {
 	if !o.tls().Enabled() {
 		return nil, nil
@@ -238,7 +241,7 @@ func readNodeFile(path string) (simagent.Template, error) {
 		return simagent.Template{}, fmt.Errorf("-node-file: %w", err)
 	}
 	var nf nodeFile
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&nf); err != nil {
 		return simagent.Template{}, fmt.Errorf("-node-file %s: %w", path, err)

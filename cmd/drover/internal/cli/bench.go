@@ -91,8 +91,8 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 // config checks the flags and returns the scenario's run configuration.
 func (f benchFlags) config() (loadgen.Config, error) {
 	var errs []error
-	servers := benchList(f.servers)
-	metrics := benchList(f.metrics)
+	servers := commaList(f.servers)
+	metrics := commaList(f.metrics)
 	if len(servers) == 0 {
 		errs = append(errs, errors.New("-servers: give at least one server address"))
 	}
@@ -127,15 +127,4 @@ func (f benchFlags) config() (loadgen.Config, error) {
 		cfg.Timeout = f.timeout
 	}
 	return cfg, nil
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func benchList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

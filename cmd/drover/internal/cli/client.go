@@ -106,17 +106,16 @@ func (o *clientOptions) credentials() (credentials.TransportCredentials, error) 
 	return cfg.ClientCredentials()
 }
 
-// dial connects to a drover server. It is the one place connections are
-// made: the operator token (DROVER_TOKEN) will be added here.
+// dial connects to a drover server for an operator command. agent and
+// bench connect through simagent and loadgen instead, with the credentials
+// of tlsDialOptions: the operator token (DROVER_TOKEN) will have to be
+// added in both places.
 func (o *clientOptions) dial(addr string) (*grpc.ClientConn, error) {
 	creds, err := o.credentials()
 	if err != nil {
 		return nil, err
 	}
-	return grpc.NewClient(addr,
-		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})),
-	)
+	return grpc.NewClient(addr, rpc.ClientDialOptions(creds)...)
 }
 
 // callOperator connects to the server o names, makes one OperatorService

@@ -36,10 +36,21 @@ func TestDevRunsTheSampleJobAndCleansUp(t *testing.T) {
 	root := t.TempDir()
 	o := &devOptions{rpcAddr: "127.0.0.1:0", raftAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0", simNodes: 5, logLevel: "error", tempRoot: root}
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- runDev(ctx, o, out, io.Discard) }()
+	var devErr error // set before stopped is closed
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		devErr = runDev(ctx, o, out, io.Discard)
+	}()
+	// However the test ends, drover dev must have returned before the
+	// temp root (registered earlier, so removed later) goes.
+	t.Cleanup(func() {
+		cancel()
+		if !devStopped(stopped) {
+			t.Error("drover dev did not stop within 60s")
+		}
+	})
 
 	addrRE := regexp.MustCompile(`a server on (\S+) with`)
 	var addr string
@@ -49,8 +60,8 @@ func TestDevRunsTheSampleJobAndCleansUp(t *testing.T) {
 			return true, ""
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("drover dev ended early: %v", err)
+		case <-stopped:
+			t.Fatalf("drover dev ended early: %v", devErr)
 		default:
 		}
 		return false, out.String()
@@ -77,13 +88,11 @@ func TestDevRunsTheSampleJobAndCleansUp(t *testing.T) {
 		}
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
+	if !devStopped(stopped) {
 		t.Fatal("drover dev did not stop within 60s")
+	}
+	if devErr != nil {
+		t.Fatal(devErr)
 	}
 	left, err := os.ReadDir(root)
 	if err != nil {
@@ -91,6 +100,17 @@ func TestDevRunsTheSampleJobAndCleansUp(t *testing.T) {
 	}
 	if len(left) != 0 {
 		t.Errorf("drover dev left %d entries behind in its temp root, e.g. %s", len(left), left[0].Name())
+	}
+}
+
+// devStopped waits up to 60s for stopped to close and reports whether it
+// did.
+func devStopped(stopped <-chan struct{}) bool {
+	select {
+	case <-stopped:
+		return true
+	case <-time.After(60 * time.Second):
+		return false
 	}
 }
 

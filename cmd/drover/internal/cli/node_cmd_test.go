@@ -117,7 +117,7 @@ func TestNodeDrainFollows(t *testing.T) {
 	t.Setenv(addrEnv, "")
 	draining := &droverv1.DrainStrategy{}
 	completeAt := func(index uint64) *droverv1.NodeEvent {
-		return &droverv1.NodeEvent{Subsystem: drainSubsystem, Message: drainCompleteEvent, CreateIndex: index}
+		return &droverv1.NodeEvent{Subsystem: droverv1.NodeEventSubsystemDrain, Message: droverv1.NodeEventDrainComplete, CreateIndex: index}
 	}
 	const started = `Node "` + nodeID1 + `" drain strategy set
 Evaluation ID: ` + evalID1 + `

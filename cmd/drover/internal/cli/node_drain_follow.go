@@ -11,13 +11,6 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// The node event the servers write when a drain completes: its last
-// allocation has left (or the deadline stopped the rest).
-const (
-	drainSubsystem     = "Drain"
-	drainCompleteEvent = "Node drain complete"
-)
-
 // errDrainEnded is why following a drain fails when the drain stops without
 // completing, most likely ended by `node drain -disable`.
 var errDrainEnded = errors.New("the drain ended before it completed")
@@ -117,7 +110,8 @@ func stillRunning(allocs []*droverv1.Allocation) int {
 // having had its drain ended.
 func drainCompleted(n *droverv1.Node, since uint64) bool {
 	for _, ev := range n.GetEvents() {
-		if ev.GetSubsystem() == drainSubsystem && ev.GetMessage() == drainCompleteEvent && ev.GetCreateIndex() >= since {
+		if ev.GetSubsystem() == droverv1.NodeEventSubsystemDrain &&
+			ev.GetMessage() == droverv1.NodeEventDrainComplete && ev.GetCreateIndex() >= since {
 			return true
 		}
 	}

@@ -326,7 +326,7 @@ func TestPrintEligibilitySet(t *testing.T) {
 
 func TestDrainCompleted(t *testing.T) {
 	complete := func(index uint64) *droverv1.NodeEvent {
-		return &droverv1.NodeEvent{Subsystem: drainSubsystem, Message: drainCompleteEvent, CreateIndex: index}
+		return &droverv1.NodeEvent{Subsystem: droverv1.NodeEventSubsystemDrain, Message: droverv1.NodeEventDrainComplete, CreateIndex: index}
 	}
 	tests := []struct {
 		name   string

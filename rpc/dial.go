@@ -1,0 +1,23 @@
+package rpc
+
+import (
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// ClientDialOptions are the dial options every drover client uses: creds
+// (plaintext when nil), drover's Codec, and a receive limit as large as the
+// servers' send limit, so that a large answer (a node's allocations, a
+// long list page) the server may send is not refused by the client's
+// default 4 MiB limit. Callers append their own options (keepalives,
+// reconnection backoff) after these.
+func ClientDialOptions(creds credentials.TransportCredentials) []grpc.DialOption {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(Codec{}), grpc.MaxCallRecvMsgSize(defaultMaxSendMsgSize)),
+	}
+}
