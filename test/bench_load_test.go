@@ -11,9 +11,11 @@ import (
 	"github.com/droverhq/drover/test/cluster"
 )
 
-// The load driver's scenarios (docs/benchmarks.md, issue 6), each on a
-// fresh 3-server cluster of real processes sharing the machine with the
-// simulated fleet. DROVER_BENCH_SCALE (default 1) multiplies their sizes.
+// The load driver's scenarios (docs/benchmarks.md, issue 6). Each
+// benchmark starts a 3-server cluster of real processes sharing the machine
+// with the simulated fleet; its b.N runs reuse that cluster, each with a
+// fleet and jobs of its own (the earlier runs' nodes and jobs stay in the
+// state). DROVER_BENCH_SCALE (default 1) multiplies their sizes.
 //
 //	go test -run '^$' -bench 'Scenario' -benchtime 1x -count 3 -timeout 120m ./test/
 

@@ -21,8 +21,8 @@ import (
 // must answer Unavailable well within it (its leader hold timeout is 5s).
 const callTimeout = 15 * time.Second
 
-// retryPause is the pause between retries of a write that failed with
-// Unavailable: backoff, not synchronisation.
+// retryPause is the pause before a call that failed is made again:
+// backoff, not synchronisation.
 const retryPause = 20 * time.Millisecond
 
 // registerNode registers n through conn with a per-call deadline.

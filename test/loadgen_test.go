@@ -54,11 +54,11 @@ func TestLoadDriverReportsMatchState(t *testing.T) {
 	conn := c.Servers()[0].Conn()
 	allocs, evals := 0, 0
 	for _, id := range ids {
-		resp, err := droverv1.NewJobServiceClient(conn).Allocations(ctx, &droverv1.ListJobAllocationsRequest{JobId: id, Page: &droverv1.PageOptions{PageSize: 10000}})
+		jobAllocations, err := jobAllocs(ctx, conn, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range resp.GetAllocations() {
+		for _, a := range jobAllocations {
 			allocs++
 			if a.GetClientStatus() != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING || a.GetDesiredStatus() != droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN {
 				t.Errorf("allocation %s of job %s: %s/%s, want running", a.GetId(), id, a.GetDesiredStatus(), a.GetClientStatus())
@@ -110,11 +110,11 @@ func maxAppliedIndex(ctx context.Context, t *testing.T, c *cluster.Cluster) uint
 	t.Helper()
 	var idx uint64
 	for _, s := range c.Servers() {
-		resp, err := droverv1.NewOperatorServiceClient(s.Conn()).StateDigest(ctx, &droverv1.StateDigestRequest{})
+		applied, err := currentIndex(ctx, s.Conn())
 		if err != nil {
 			t.Fatalf("state digest of %s: %v", s, err)
 		}
-		idx = max(idx, resp.GetIndex())
+		idx = max(idx, applied)
 	}
 	return idx
 }

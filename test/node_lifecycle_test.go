@@ -108,23 +108,27 @@ func TestDownNodesGarbageCollected(t *testing.T) {
 	c.WaitLeader(ctx)
 	conn := c.Server(1).Conn()
 	agents, stopAgents := context.WithCancel(ctx)
-	defer stopAgents()
-	finished, finishedStop := context.WithCancel(agents)
-	running, runningStop := context.WithCancel(agents)
 	done := &reconnectAgent{conn: conn, node: mock.Node()}
 	busy := &reconnectAgent{conn: conn, node: mock.Node()}
-	for _, a := range []struct {
-		agent *reconnectAgent
-		ctx   context.Context
-	}{{done, finished}, {busy, running}} {
-		if err := a.agent.register(ctx); err != nil {
+	// stopBoth silences both nodes' agents, and returns once no call of
+	// theirs is still in flight.
+	stopBoth := func() {
+		stopAgents()
+		for _, a := range []*reconnectAgent{done, busy} {
+			if err := a.wait(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer stopBoth()
+	for _, a := range []*reconnectAgent{done, busy} {
+		if err := a.register(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.agent.heartbeatOnce(ctx); err != nil {
+		if _, err := a.heartbeatOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		go a.agent.heartbeatLoop(a.ctx)
-		go a.agent.runLoop(a.ctx)
+		a.goLoops(agents)
 	}
 	pinned := func(n *droverv1.Node) *droverv1.Job {
 		j := mock.Job(1)
@@ -153,8 +157,7 @@ func TestDownNodesGarbageCollected(t *testing.T) {
 	for _, s := range c.Servers() {
 		setWorkers(ctx, t, s, &droverv1.UpdateSchedulerWorkersRequest{Paused: ptr(true)})
 	}
-	finishedStop()
-	runningStop()
+	stopBoth()
 
 	poll(ctx, t, "the node whose allocations ended collected", func() (bool, string) {
 		_, err := droverv1.NewNodeServiceClient(conn).Get(ctx, &droverv1.GetNodeRequest{NodeId: done.node.GetId()})

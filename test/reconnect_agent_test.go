@@ -3,6 +3,8 @@ package test_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -16,18 +18,23 @@ import (
 // each of its duties callable on its own so the test can order and
 // interleave them: heartbeats at the TTL the servers hand out, and a
 // runner that long-polls the node's allocations, "runs" the ones wanted
-// running and reports stopped the ones wanted stopped.
+// running and reports stopped the ones wanted stopped. Loops run on
+// goroutines of their own, started with goLoops or goLoop; a test stops
+// them by ending their context and then calls wait, so that none outlives
+// it.
 type reconnectAgent struct {
-	conn grpc.ClientConnInterface
-	node *droverv1.Node
+	conn  grpc.ClientConnInterface
+	node  *droverv1.Node
+	loops sync.WaitGroup
 }
+
+// agentStopTimeout bounds how long an agent's loops may take to return
+// once their context has ended: every call they make is bound to it.
+const agentStopTimeout = 5 * time.Second
 
 func (a *reconnectAgent) client() droverv1.NodeServiceClient {
 	return droverv1.NewNodeServiceClient(a.conn)
 }
-
-// retryBackoff is the pause before a call that failed is made again.
-const retryBackoff = 20 * time.Millisecond
 
 // until calls f until it succeeds or ctx ends.
 func until(ctx context.Context, f func(context.Context) error) error {
@@ -41,8 +48,36 @@ func until(ctx context.Context, f func(context.Context) error) error {
 		select {
 		case <-ctx.Done():
 			return errors.Join(ctx.Err(), err)
-		case <-time.After(retryBackoff):
+		case <-time.After(retryPause):
 		}
+	}
+}
+
+// goLoop runs loop (heartbeatLoop, runLoop) on a goroutine of its own
+// until ctx ends.
+func (a *reconnectAgent) goLoop(ctx context.Context, loop func(context.Context)) {
+	a.loops.Go(func() { loop(ctx) })
+}
+
+// goLoops runs the agent's heartbeat and allocation loops until ctx ends.
+func (a *reconnectAgent) goLoops(ctx context.Context) {
+	a.goLoop(ctx, a.heartbeatLoop)
+	a.goLoop(ctx, a.runLoop)
+}
+
+// wait waits for the loops started so far, whose contexts must have ended,
+// and fails if they have not all returned within agentStopTimeout.
+func (a *reconnectAgent) wait() error {
+	done := make(chan struct{})
+	go func() {
+		a.loops.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(agentStopTimeout):
+		return fmt.Errorf("agent of node %s: loops still running %s after they were stopped", a.node.GetId(), agentStopTimeout)
 	}
 }
 

@@ -148,7 +148,10 @@ func runReconnectSeed(ctx context.Context, conns []grpc.ClientConnInterface, see
 	job := seedJob(rc, class)
 
 	agents, stopAgents := context.WithCancel(ctx)
-	defer stopAgents()
+	defer func() {
+		stopAgents()
+		err = errors.Join(err, flaky.wait(), steady.wait())
+	}()
 	flakyCtx, disconnect := context.WithCancel(agents)
 	defer disconnect()
 
@@ -160,8 +163,7 @@ func runReconnectSeed(ctx context.Context, conns []grpc.ClientConnInterface, see
 	if _, err := flaky.heartbeatOnce(ctx); err != nil {
 		return err
 	}
-	go flaky.heartbeatLoop(flakyCtx)
-	go flaky.runLoop(flakyCtx)
+	flaky.goLoops(flakyCtx)
 	from, err := currentIndex(ctx, conn)
 	if err != nil {
 		return err
@@ -185,10 +187,14 @@ func runReconnectSeed(ctx context.Context, conns []grpc.ClientConnInterface, see
 	if err := steady.register(ctx); err != nil {
 		return err
 	}
-	go steady.heartbeatLoop(agents)
-	go steady.runLoop(agents)
+	steady.goLoops(agents)
 
+	// The flaky node's loops are gone before it comes back: no call of
+	// theirs still in flight can arrive after the disconnect.
 	disconnect()
+	if err := flaky.wait(); err != nil {
+		return err
+	}
 	if _, err := waitFor(ctx, "the originals unknown and a replacement placed elsewhere", func() ([]*droverv1.Allocation, bool, error) {
 		allocs, err := jobAllocs(ctx, conn, job.GetId())
 		repl := filterAllocs(allocs, func(a *droverv1.Allocation) bool {
@@ -219,6 +225,9 @@ func runReconnectSeed(ctx context.Context, conns []grpc.ClientConnInterface, see
 		return err
 	}
 	stopAgents()
+	if err := errors.Join(flaky.wait(), steady.wait()); err != nil {
+		return err
+	}
 	if err := watch.wait(ctx, converged); err != nil {
 		return err
 	}
@@ -243,7 +252,7 @@ func comeBack(ctx context.Context, a *reconnectAgent, rc reconnectCase, original
 			if _, err := a.heartbeatOnce(ctx); err != nil {
 				return err
 			}
-			go a.heartbeatLoop(ctx)
+			a.goLoop(ctx, a.heartbeatLoop)
 			return nil
 		},
 		func() error { return a.report(ctx, report) },
@@ -268,7 +277,7 @@ func comeBack(ctx context.Context, a *reconnectAgent, rc reconnectCase, original
 	if err := errors.Join(all...); err != nil {
 		return fmt.Errorf("coming back: %w", err)
 	}
-	go a.runLoop(ctx)
+	a.goLoop(ctx, a.runLoop)
 	return nil
 }
 
@@ -362,10 +371,13 @@ func seedJob(rc reconnectCase, class string) *droverv1.Job {
 	return j
 }
 
+// isRunningWanted reports whether the servers want the allocation running
+// and its agent reports it running.
 func isRunningWanted(a *droverv1.Allocation) bool {
 	return !a.ServerTerminal() && a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
 }
 
+// filterAllocs returns the allocations keep holds for, in order.
 func filterAllocs(allocs []*droverv1.Allocation, keep func(*droverv1.Allocation) bool) []*droverv1.Allocation {
 	var out []*droverv1.Allocation
 	for _, a := range allocs {
