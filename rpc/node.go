@@ -163,9 +163,7 @@ func (s *nodeService) updateStatusOnce(ctx context.Context, req *droverv1.Update
 		return nil, err
 	}
 	resp.Index = g.index
-	for _, ev := range evals {
-		resp.EvalIds = append(resp.EvalIds, ev.GetId())
-	}
+	resp.EvalIds = evalIDs(evals)
 	return resp, nil
 }
 

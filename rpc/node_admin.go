@@ -155,13 +155,13 @@ func (s *nodeService) UpdateDrain(ctx context.Context, req *droverv1.UpdateNodeD
 		case d > 0:
 			entry.DrainStrategy.Deadline = now + d
 		}
-		entry.Event = &droverv1.NodeEvent{Message: "Node drain started", Subsystem: "Drain", Time: now}
+		entry.Event = &droverv1.NodeEvent{Message: droverv1.NodeEventDrainStarted, Subsystem: droverv1.NodeEventSubsystemDrain, Time: now}
 	case node.GetDrainStrategy() == nil && (!req.GetMarkEligible() ||
 		node.GetSchedulingEligibility() == droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_ELIGIBLE):
 		return &droverv1.UpdateNodeDrainResponse{}, nil
 	default:
 		entry.MarkEligible = req.GetMarkEligible()
-		entry.Event = &droverv1.NodeEvent{Message: "Node drain stopped", Subsystem: "Drain", Time: now}
+		entry.Event = &droverv1.NodeEvent{Message: droverv1.NodeEventDrainStopped, Subsystem: droverv1.NodeEventSubsystemDrain, Time: now}
 		if entry.MarkEligible {
 			entry.Evals = NodeEvals(snap, node, now)
 		}

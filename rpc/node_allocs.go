@@ -126,17 +126,20 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 		defer s.allocWatchers.Add(-1)
 	}
 	resp := &droverv1.GetAllocsResponse{}
+	// An agent's own report rewrites its node's row too, which wakes the
+	// query only to find the same index: the job versions are looked up
+	// once, in the snapshot of the answer actually sent.
+	var answered *state.Snapshot
 	_, err := s.query(ctx, &droverv1.QueryOptions{MinIndex: req.GetMinIndex(), MaxWait: req.GetMaxWait()},
 		func(snap *state.Snapshot) (uint64, error) {
 			allocs, index := snap.AllocsByNode(req.GetNodeId())
-			resp.Allocs = allocs
-			resp.Jobs = jobVersionsOf(snap, allocs)
-			resp.Index = atLeastOne(index)
+			resp.Allocs, resp.Index, answered = allocs, atLeastOne(index), snap
 			return resp.Index, nil
 		})
 	if err != nil {
 		return nil, err
 	}
+	resp.Jobs = jobVersionsOf(answered, resp.Allocs)
 	return resp, nil
 }
 

@@ -23,7 +23,8 @@ func TestUpdateDrainRejections(t *testing.T) {
 		field string
 	}{
 		{"force with a deadline", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Enable: true, Force: true, Deadline: int64(time.Hour)}, codes.InvalidArgument, "force"},
-		{"force when ending a drain", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Force: true}, codes.InvalidArgument, "deadline"},
+		{"force when ending a drain", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Force: true}, codes.InvalidArgument, "force"},
+		{"ignore_system_jobs when ending a drain", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), IgnoreSystemJobs: true}, codes.InvalidArgument, "ignore_system_jobs"},
 		{"negative deadline", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Enable: true, Deadline: -1}, codes.InvalidArgument, "deadline"},
 		{"not a node id", &droverv1.UpdateNodeDrainRequest{NodeId: "n1", Enable: true}, codes.InvalidArgument, "node_id"},
 		{"unknown node", &droverv1.UpdateNodeDrainRequest{NodeId: mock.ID(), Enable: true}, codes.NotFound, ""},

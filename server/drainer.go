@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/droverhq/drover/fsm/state"
@@ -33,32 +32,7 @@ type drainer struct {
 }
 
 func (d *drainer) duty() LeaderDuty {
-	var wg sync.WaitGroup
-	return LeaderDuty{
-		Name: "drainer",
-		Start: func(ctx context.Context) error {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d.run(ctx)
-			}()
-			return nil
-		},
-		Stop: wg.Wait,
-	}
-}
-
-func (d *drainer) run(ctx context.Context) {
-	ticker := time.NewTicker(drainCheckInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		d.round(ctx)
-	}
+	return periodicDuty("drainer", drainCheckInterval, d.round)
 }
 
 // round runs one round over every draining node.
@@ -112,7 +86,7 @@ func (d *drainer) complete(ctx context.Context, n *droverv1.Node, now int64) err
 		NodeId:              n.GetId(),
 		ExpectedModifyIndex: n.GetModifyIndex(),
 		UpdatedAt:           now,
-		Event:               &droverv1.NodeEvent{Message: "Node drain complete", Subsystem: "Drain", Time: now},
+		Event:               &droverv1.NodeEvent{Message: droverv1.NodeEventDrainComplete, Subsystem: droverv1.NodeEventSubsystemDrain, Time: now},
 	})
 	if err == nil {
 		d.s.logger.Info("node drain complete", "node", n.GetId())

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/droverhq/drover/fsm/state"
@@ -23,71 +22,31 @@ import (
 // raft writes.
 type garbageCollector struct {
 	s *Server
-
-	// leaderCtx is the current leadership's context; nil while this
-	// server does not lead.
-	leaderMu  sync.Mutex
-	leaderCtx context.Context
 }
 
 func (g *garbageCollector) duty() LeaderDuty {
-	var wg sync.WaitGroup
-	return LeaderDuty{
-		Name: "garbage collection",
-		Start: func(ctx context.Context) error {
-			g.leaderMu.Lock()
-			g.leaderCtx = ctx
-			g.leaderMu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				g.run(ctx)
-			}()
-			return nil
-		},
-		Stop: func() {
-			wg.Wait()
-			g.leaderMu.Lock()
-			g.leaderCtx = nil
-			g.leaderMu.Unlock()
-		},
-	}
+	return periodicDuty("garbage collection", g.s.cfg.GC.Interval, g.round)
 }
 
-// run collects every interval until leadership ends.
-func (g *garbageCollector) run(ctx context.Context) {
-	ticker := time.NewTicker(g.s.cfg.GC.Interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		res, err := g.collect(ctx, g.s.cfg.GC.Thresholds)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			g.s.logger.Warn("garbage collection failed", "err", err)
-		case res.GetEntries() > 0:
-			g.s.logger.Info("garbage collected", "nodes", res.GetNodes(), "allocs", res.GetAllocs(),
-				"evals", res.GetEvals(), "jobs", res.GetJobs(), "job_versions", res.GetJobVersions(), "entries", res.GetEntries())
-		}
+// round runs one periodic collection.
+func (g *garbageCollector) round(ctx context.Context) {
+	res, err := g.collect(ctx, g.s.cfg.GC.Thresholds)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		g.s.logger.Warn("garbage collection failed", "err", err)
+	case res.GetEntries() > 0:
+		g.s.logger.Info("garbage collected", "nodes", res.GetNodes(), "allocs", res.GetAllocs(),
+			"evals", res.GetEvals(), "jobs", res.GetJobs(), "job_versions", res.GetJobVersions(), "entries", res.GetEntries())
 	}
 }
 
 // GarbageCollect collects everything collectable now, whatever its age
-// (`drover system gc`). It runs on the leader only.
+// (`drover system gc`). It runs on the leader only; should leadership be
+// lost midway, raft refuses the next entry.
 func (g *garbageCollector) GarbageCollect(ctx context.Context) (*droverv1.GarbageCollectResponse, error) {
-	g.leaderMu.Lock()
-	leaderCtx := g.leaderCtx
-	g.leaderMu.Unlock()
-	if leaderCtx == nil {
+	if !g.s.established.Load() {
 		return nil, fmt.Errorf("garbage collection runs on the leader, and this server does not lead: %w", rpc.ErrUnavailable)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(leaderCtx, cancel)
-	defer stop()
 	return g.collect(ctx, gc.Force())
 }
 
@@ -97,6 +56,9 @@ func (g *garbageCollector) collect(ctx context.Context, th gc.Thresholds) (*drov
 	entries := gc.Plan(g.s.state.Snapshot(), th, time.Now(), g.s.cfg.GC.BatchSize)
 	res := &droverv1.GarbageCollectResponse{}
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("gc stopped after %d of %d entries: %w", res.Entries, len(entries), err)
+		}
 		index, resp, err := g.s.Apply(ctx, droverv1.MessageTypeGC, e)
 		if err != nil {
 			return res, fmt.Errorf("gc entry %d of %d: %w", res.Entries+1, len(entries), err)

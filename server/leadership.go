@@ -35,6 +35,31 @@ type LeaderDuty struct {
 	Stop func()
 }
 
+// periodicDuty runs round every interval while this server leads, the
+// first time one interval after leadership is established.
+func periodicDuty(name string, every time.Duration, round func(ctx context.Context)) LeaderDuty {
+	var wg sync.WaitGroup
+	return LeaderDuty{
+		Name: name,
+		Start: func(ctx context.Context) error {
+			wg.Go(func() {
+				ticker := time.NewTicker(every)
+				defer ticker.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-ticker.C:
+						round(ctx)
+					}
+				}
+			})
+			return nil
+		},
+		Stop: wg.Wait,
+	}
+}
+
 // leadership runs the leader duties as this server gains and loses
 // leadership, and tells waiters when the leader changes.
 type leadership struct {

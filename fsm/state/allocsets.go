@@ -70,7 +70,7 @@ func newSetChanges(table string, ownerExists func(tx *txn, key string) bool) *se
 // far, without recording a change of the set.
 func (c *setChanges) peek(tx *txn, key string) []*droverv1.Allocation {
 	if ch, ok := c.changes[key]; ok {
-		return currentAllocs(ch)
+		return ch.apply(key, tx.index).allocs
 	}
 	_, obj, err := tx.db.FirstWatch(c.table, indexID, key)
 	mustRead(err, c.table, indexID)

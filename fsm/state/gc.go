@@ -34,7 +34,7 @@ func (s *StateStore) ApplyGC(index uint64, e *droverv1.GCEntry) (*GCResult, []Ch
 			}
 		}
 		for _, id := range e.GetEvalIds() {
-			if ev := tx.eval(id); ev != nil && evalTerminal(ev) {
+			if ev := tx.eval(id); ev.Terminal() {
 				if err := tx.delete(TableEvals, ev); err != nil {
 					return err
 				}
@@ -76,16 +76,6 @@ func (s *StateStore) ApplyGC(index uint64, e *droverv1.GCEntry) (*GCResult, []Ch
 	return res, changes, nil
 }
 
-// evalTerminal reports whether an evaluation will never run again.
-func evalTerminal(ev *droverv1.Evaluation) bool {
-	switch ev.GetStatus() {
-	case droverv1.EvalStatus_EVAL_STATUS_COMPLETE, droverv1.EvalStatus_EVAL_STATUS_FAILED,
-		droverv1.EvalStatus_EVAL_STATUS_CANCELED:
-		return true
-	}
-	return false
-}
-
 // deleteNode deletes a down node whose allocations are all terminal.
 func (tx *txn) deleteNode(id string) (bool, error) {
 	n := tx.node(id)
@@ -109,8 +99,7 @@ func (tx *txn) deleteJob(id string) (bool, error) {
 	if j == nil {
 		return false, nil
 	}
-	over := j.GetStop() || (j.GetType() == droverv1.JobType_JOB_TYPE_BATCH && j.GetStatus() == droverv1.JobStatus_JOB_STATUS_DEAD)
-	if !over {
+	if !j.Finished() {
 		return false, nil
 	}
 	for _, a := range tx.jobSets.peek(tx, id) {
@@ -151,22 +140,4 @@ func (tx *txn) deleteJobVersion(jobID string, version uint64) (bool, error) {
 		}
 	}
 	return true, tx.delete(TableJobVersions, v)
-}
-
-// currentAllocs lists the allocations of a set as this transaction leaves
-// them so far: the stored row minus what it removed, plus what it added.
-func currentAllocs(ch *setChange) []*droverv1.Allocation {
-	var out []*droverv1.Allocation
-	if ch.old != nil {
-		for _, a := range ch.old.allocs {
-			if _, gone := ch.removed[a.GetId()]; gone {
-				continue
-			}
-			if newer, ok := ch.replaced[a.GetId()]; ok {
-				a = newer
-			}
-			out = append(out, a)
-		}
-	}
-	return append(out, ch.added...)
 }

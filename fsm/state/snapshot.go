@@ -273,8 +273,9 @@ func (s *Snapshot) ListAllocs(p Page) ([]*droverv1.Allocation, string) {
 // AllocsByNode returns the allocations on a node, terminal ones included,
 // in id order, and the raft index of the last change the servers made to
 // them (a placement, a stop, a server-side update or a removal). Agents'
-// own status reports do not move that index, and a blocking query built on
-// AllocsByNode wakes only for those server-side changes.
+// own status reports do not move that index, so a blocking query built on
+// AllocsByNode answers only for server-side changes (a report still wakes
+// it, to find the index unchanged and wait again).
 func (s *Snapshot) AllocsByNode(nodeID string) ([]*droverv1.Allocation, uint64) {
 	set := first[*allocSet](s, tableNodeAllocs, indexID, nodeID)
 	return s.allocsOf(set), set.lastIndex()

@@ -63,20 +63,3 @@ func Force() Thresholds { return Thresholds{} }
 func Plan(snap *state.Snapshot, th Thresholds, now time.Time, batchSize int) []*droverv1.GCEntry {
 	return collect(snap, th, now.UnixNano()).entries(batchSize)
 }
-
-// Counts are the numbers of ids of each kind in a set of entries.
-type Counts struct{ Nodes, Allocs, Evals, Jobs, JobVersions int64 }
-
-// Count sums the ids of entries, for logs and the GarbageCollect RPC
-// response.
-func Count(entries []*droverv1.GCEntry) Counts {
-	var c Counts
-	for _, e := range entries {
-		c.Nodes += int64(len(e.GetNodeIds()))
-		c.Allocs += int64(len(e.GetAllocIds()))
-		c.Evals += int64(len(e.GetEvalIds()))
-		c.Jobs += int64(len(e.GetJobIds()))
-		c.JobVersions += int64(len(e.GetJobVersions()))
-	}
-	return c
-}

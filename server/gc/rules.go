@@ -65,22 +65,11 @@ func (g ages) allocExpired(a *droverv1.Allocation, job *droverv1.Job, jobType dr
 	return allocDisposable(a, job) && g.older(a.GetModifyTime(), g.evalAge(jobType))
 }
 
-// evalFinished reports whether an evaluation will never run again.
-func evalFinished(ev *droverv1.Evaluation) bool {
-	switch ev.GetStatus() {
-	case droverv1.EvalStatus_EVAL_STATUS_COMPLETE,
-		droverv1.EvalStatus_EVAL_STATUS_FAILED,
-		droverv1.EvalStatus_EVAL_STATUS_CANCELED:
-		return true
-	}
-	return false
-}
-
 // evalExpired reports whether an evaluation is collectable as far as it
 // alone goes: finished and unchanged for longer than its threshold. The
 // allocations that name it must be collected too; the caller checks that.
 func (g ages) evalExpired(ev *droverv1.Evaluation) bool {
-	return evalFinished(ev) && g.older(ev.GetModifyTime(), g.evalAge(ev.GetType()))
+	return ev.Terminal() && g.older(ev.GetModifyTime(), g.evalAge(ev.GetType()))
 }
 
 // nodeExpired reports whether a node is collectable: down (never merely
@@ -99,18 +88,11 @@ func (g ages) nodeExpired(n *droverv1.Node, allocs []*droverv1.Allocation) bool 
 	return true
 }
 
-// jobFinished reports whether a job has nothing more to do: stopped, or a
-// batch job that is dead.
-func jobFinished(j *droverv1.Job) bool {
-	return j.GetStop() ||
-		(j.GetType() == droverv1.JobType_JOB_TYPE_BATCH && j.GetStatus() == droverv1.JobStatus_JOB_STATUS_DEAD)
-}
-
 // jobExpired reports whether a job is collectable with its allocations and
 // evaluations: finished, submitted longer ago than the job threshold, every
 // allocation client-terminal and no evaluation waiting to run.
 func (g ages) jobExpired(j *droverv1.Job, allocs []*droverv1.Allocation, evals []*droverv1.Evaluation) bool {
-	if !jobFinished(j) || !g.older(j.GetSubmitTime(), g.th.Job) {
+	if !j.Finished() || !g.older(j.GetSubmitTime(), g.th.Job) {
 		return false
 	}
 	for _, a := range allocs {

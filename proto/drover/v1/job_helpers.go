@@ -93,3 +93,9 @@ func (j *Job) SpecEqual(other *Job) bool {
 	b.ClearServerFields()
 	return a.EqualVT(b)
 }
+
+// Finished reports whether the job wants nothing more to run: stopped, or
+// a batch job whose work is done (dead).
+func (j *Job) Finished() bool {
+	return j.GetStop() || (j.GetType() == JobType_JOB_TYPE_BATCH && j.GetStatus() == JobStatus_JOB_STATUS_DEAD)
+}

@@ -888,8 +888,9 @@ type UpdateNodeDrainRequest struct {
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// True starts a drain, false ends one.
 	Enable bool `protobuf:"varint,2,opt,name=enable,proto3" json:"enable,omitempty"`
-	// With enable: nanoseconds after which the drain is over even if
-	// allocations remain; zero means no deadline.
+	// With enable: nanoseconds after which everything left on the node moves
+	// at once, whatever the groups' migrate max_parallel; zero means no
+	// deadline.
 	Deadline int64 `protobuf:"varint,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// With enable: leave system jobs' allocations on the node.
 	IgnoreSystemJobs bool `protobuf:"varint,4,opt,name=ignore_system_jobs,json=ignoreSystemJobs,proto3" json:"ignore_system_jobs,omitempty"`

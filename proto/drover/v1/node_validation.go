@@ -162,8 +162,15 @@ func (r *UpdateNodeDrainRequest) Validate() error {
 	if r.GetEnable() && r.GetMarkEligible() {
 		v.add("mark_eligible", "applies only when ending a drain")
 	}
-	if !r.GetEnable() && (r.GetDeadline() != 0 || r.GetIgnoreSystemJobs() || r.GetForce()) {
-		v.add("deadline", "applies only when starting a drain, as do ignore_system_jobs and force")
+	if !r.GetEnable() {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"deadline", r.GetDeadline() != 0}, {"ignore_system_jobs", r.GetIgnoreSystemJobs()}, {"force", r.GetForce()}} {
+			if f.set {
+				v.add(f.name, "applies only when starting a drain")
+			}
+		}
 	}
 	if r.GetForce() && r.GetDeadline() != 0 {
 		v.add("force", "makes the deadline now; give no deadline with it")

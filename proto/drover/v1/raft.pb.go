@@ -665,8 +665,9 @@ type NodeEligibilityEntry struct {
 	Event       *NodeEvent             `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
 	// Unix nanoseconds.
 	UpdatedAt int64 `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	// Evaluations the change calls for (system jobs that may now use the
-	// node).
+	// Evaluations the change calls for: when the node becomes eligible, the
+	// jobs with live allocations on it and the system jobs that may now use
+	// it.
 	Evals         []*Evaluation `protobuf:"bytes,5,rep,name=evals,proto3" json:"evals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -752,7 +753,9 @@ type NodeDrainEntry struct {
 	Event               *NodeEvent `protobuf:"bytes,5,opt,name=event,proto3" json:"event,omitempty"`
 	// Unix nanoseconds.
 	UpdatedAt int64 `protobuf:"varint,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	// Evaluations for the jobs whose allocations must move.
+	// Evaluations the change calls for: when a drain ends with
+	// mark_eligible, those of a node becoming eligible. Starting a drain
+	// writes none; the drainer evaluates the jobs whose allocations it marks.
 	Evals         []*Evaluation `protobuf:"bytes,7,rep,name=evals,proto3" json:"evals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
