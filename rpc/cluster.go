@@ -31,6 +31,12 @@ type Cluster interface {
 	// LeaderChanged returns a channel closed at the next change of what
 	// Leader returns.
 	LeaderChanged() <-chan struct{}
+	// ConfirmLeadership returns once a consistent read made before the
+	// call may be answered from this server's state: a quorum confirmed
+	// after the call began that this server leads, and its state holds
+	// every entry committed when that confirmation began. It fails with an
+	// error wrapping ErrUnavailable when this server does not lead.
+	ConfirmLeadership(ctx context.Context) error
 	// Info describes this server.
 	Info() *droverv1.ServerInfoResponse
 	// Join adds a server to the raft configuration, or records its new

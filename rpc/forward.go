@@ -83,6 +83,8 @@ type forwarder struct {
 	// stopping is closed when the server shuts down: a call waiting for a
 	// leader gives up at once rather than hold the shutdown up.
 	stopping <-chan struct{}
+	// lastContact is how stale this server's state may be (Backend).
+	lastContact func() time.Duration
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -91,25 +93,49 @@ type forwarder struct {
 
 // newForwarder makes a forwarder that dials the leader with creds, or
 // plaintext when creds is nil, until stopping is closed.
-func newForwarder(c Cluster, logger *slog.Logger, hold time.Duration, creds credentials.TransportCredentials, stopping <-chan struct{}) *forwarder {
+func newForwarder(c Cluster, lastContact func() time.Duration, logger *slog.Logger, hold time.Duration,
+	creds credentials.TransportCredentials, stopping <-chan struct{}) *forwarder {
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	return &forwarder{cluster: c, logger: logger, hold: hold, creds: creds, stopping: stopping, conns: make(map[string]*grpc.ClientConn)}
+	return &forwarder{cluster: c, lastContact: lastContact, logger: logger, hold: hold, creds: creds, stopping: stopping,
+		conns: make(map[string]*grpc.ClientConn)}
 }
 
-// needsLeader reports whether a call must be answered by the leader.
-func needsLeader(method string, req any) bool {
+// route decides where a call is answered. leader: only by the leader.
+// confirm: the call is a consistent read, which the leader answers only
+// after confirming that it still leads (Cluster.ConfirmLeadership). A stale
+// read asks this server for an answer no older than max_stale; a server out
+// of touch with the leader for longer turns it into a consistent read.
+func (f *forwarder) route(method string, req any) (leader, confirm bool) {
 	if leaderMethods[method] {
-		return true
+		return true, false
 	}
 	q, ok := req.(queryRequest)
-	return ok && !q.GetQuery().GetAllowStale()
+	if !ok {
+		return false, false
+	}
+	opts := q.GetQuery()
+	if opts.GetAllowStale() && opts.GetMaxStale() > 0 && tooStale(f.lastContact(), time.Duration(opts.GetMaxStale())) {
+		opts.AllowStale = false
+	}
+	if opts.GetAllowStale() {
+		return false, false
+	}
+	return true, true
+}
+
+// tooStale reports whether a server whose last contact with the leader was
+// lastContact ago (negative: never) may not answer a read that accepts
+// maxStale.
+func tooStale(lastContact, maxStale time.Duration) bool {
+	return lastContact < 0 || lastContact > maxStale
 }
 
 // unary is the interceptor.
 func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !needsLeader(info.FullMethod, req) {
+	needsLeader, confirm := f.route(info.FullMethod, req)
+	if !needsLeader {
 		return handler(ctx, req)
 	}
 	assignRequestID(req)
@@ -124,7 +150,19 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 		leader := f.cluster.Leader()
 		switch {
 		case leader.Ready:
-			return handler(ctx, req)
+			if !confirm {
+				return handler(ctx, req)
+			}
+			err := f.cluster.ConfirmLeadership(ctx)
+			if err == nil {
+				return handler(ctx, req)
+			}
+			if !errors.Is(err, ErrUnavailable) {
+				return nil, err
+			}
+			// Deposed, or not yet established in a new term: the read
+			// belongs to whoever leads now.
+			lastErr = err
 		case !leader.Local && leader.RPCAddr != "" && hops < maxHops:
 			resp, err := f.forward(ctx, leader.RPCAddr, info.FullMethod, req, hops+1)
 			if status.Code(err) != codes.Unavailable {

@@ -118,7 +118,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		cancel()
 	}()
 	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, collector: cfg.Collector, logger: logger, shutdown: shutdown}
-	fwd := newForwarder(c, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout), cfg.PeerCredentials, shutdown.Done())
+	fwd := newForwarder(c, b.LastContact, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout), cfg.PeerCredentials, shutdown.Done())
 	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.Error("panic in RPC handler", "panic", p)

@@ -26,6 +26,7 @@ import (
 	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/raftnode"
+	"github.com/droverhq/drover/server/readindex"
 )
 
 // Server is one running drover server.
@@ -46,17 +47,23 @@ type Server struct {
 	http     *httpServer
 	security transportSecurity
 
-	// established is set while this server is leader and has applied every
-	// entry committed before it became leader.
-	established atomic.Bool
-	leader      *leadership
-	autopilot   *autopilot.Autopilot
-	sched       *scheduling
-	heartbeats  *heartbeats
-	gc          *garbageCollector
-	workers     *workerPool
-	peers       *peers
-	forming     forming
+	// establishedTerm is the raft term in which this server last became a
+	// ready leader: leader, with every entry committed before it took over
+	// applied. Zero once leadership is revoked. See leading.
+	establishedTerm atomic.Uint64
+	// reads confirms leadership for consistent reads; stalls tells it
+	// whether this process was just stopped.
+	reads  *readindex.Confirmer
+	stalls *readindex.StallDetector
+
+	leader     *leadership
+	autopilot  *autopilot.Autopilot
+	sched      *scheduling
+	heartbeats *heartbeats
+	gc         *garbageCollector
+	workers    *workerPool
+	peers      *peers
+	forming    forming
 
 	// lifetime ends when shutdown begins; background loops run under it.
 	lifetime     context.Context
@@ -150,6 +157,7 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	node := s.raft
 	cleanups = append(cleanups, func() { _ = node.Shutdown() })
+	s.reads, s.stalls = s.newReadIndex()
 
 	if s.workers, err = newWorkerPool(s); err != nil {
 		return nil, err
@@ -190,7 +198,11 @@ func (s *Server) start() {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	}))
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		s.stalls.Run(s.lifetime)
+	}()
 	go func() {
 		defer s.wg.Done()
 		if err := s.rpc.Serve(s.listener); err != nil {
