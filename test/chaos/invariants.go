@@ -13,20 +13,25 @@ import (
 // checkInvariants rebuilds each server's nodes, jobs and allocations from
 // its own state (stale reads, after convergence) and checks drover's
 // placement invariants on them: no node over capacity, no port or address
-// held twice, no group over its count.
-func checkInvariants(ctx context.Context, servers []*cluster.Server) []error {
-	var errs []error
+// held twice, no group over its count. It returns the violations and how
+// many allocations the last server holds.
+func checkInvariants(ctx context.Context, servers []*cluster.Server) (errs []error, allocs int) {
 	for _, s := range servers {
 		st, err := stateOf(ctx, s)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		for _, err := range invariant.Check(st.Snapshot()) {
+		snap := st.Snapshot()
+		for _, err := range invariant.Check(snap) {
 			errs = append(errs, fmt.Errorf("%s: %w", s, err))
 		}
+		allocs = 0
+		for range snap.Allocs() {
+			allocs++
+		}
 	}
-	return errs
+	return errs, allocs
 }
 
 // stateOf copies a server's nodes, jobs and allocations into a state

@@ -44,7 +44,11 @@ type Result struct {
 	Ops          int
 	Summary      Summary
 	Linearizable porcupine.CheckResult
-	Duration     time.Duration
+	// Allocs is how many allocations the servers hold at the end (placed
+	// by the fleet's jobs while the faults ran), checked for the placement
+	// invariants.
+	Allocs   int
+	Duration time.Duration
 }
 
 // Run runs clients against a fresh cluster while the fault is injected
@@ -68,6 +72,11 @@ func Run(t *testing.T, f Fault, cfg Config) Result {
 		t.Logf("nemesis: %s", msg)
 	}}
 	w := &Workload{Cluster: c, History: h, Clients: cfg.Clients, Keys: cfg.Keys, Seed: rng.Uint64()}
+	fleet, err := StartFleet(ctx, c, rng.Uint64())
+	if err != nil {
+		t.Fatalf("start the simulated fleet: %v", err)
+	}
+	defer fleet.Stop()
 	clientsCtx, stopClients := context.WithCancel(ctx)
 	clientsDone := make(chan struct{})
 	go func() {
@@ -94,6 +103,7 @@ func Run(t *testing.T, f Fault, cfg Config) Result {
 	}
 	stopClients()
 	<-clientsDone
+	fleet.Stop()
 
 	c.WaitLeader(ctx, c.Live()...)
 	c.WaitConverged(ctx)
@@ -112,9 +122,11 @@ func Run(t *testing.T, f Fault, cfg Config) Result {
 	for _, problem := range missingAcked(ops, w.AckedKeys(), live) {
 		t.Error(problem)
 	}
-	for _, err := range checkInvariants(ctx, live) {
+	violations, allocs := checkInvariants(ctx, live)
+	for _, err := range violations {
 		t.Error(err)
 	}
+	res.Allocs = allocs
 	verdict, info := Linearizable(ops, cfg.CheckTimeout)
 	res.Linearizable = verdict
 	switch verdict {
@@ -127,9 +139,9 @@ func Run(t *testing.T, f Fault, cfg Config) Result {
 		artifacts("checks failed", ops, nil)
 	}
 	res.Duration = time.Since(start)
-	t.Logf("%s seed %d: %d rounds, %d ops (%d writes acknowledged, %d unknown, %d reads), %s, in %s",
+	t.Logf("%s seed %d: %d rounds, %d ops (%d writes acknowledged, %d unknown, %d reads), %s; %d allocations checked; in %s",
 		f.Name, cfg.Seed, cfg.Rounds, res.Ops, res.Summary.AckedWrites, res.Summary.UnknownWrites, res.Summary.Reads,
-		verdict, res.Duration.Round(time.Second))
+		verdict, res.Allocs, res.Duration.Round(time.Second))
 	return res
 }
 
