@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
@@ -48,10 +49,7 @@ func requireNetworkGone(t *testing.T, w cluster.Network) {
 		t.Error("the cluster reports no network")
 		return
 	}
-	var nss []struct {
-		Name string `json:"name"`
-	}
-	ipJSON(t, &nss, "netns", "list")
+	nss := namespaces(t)
 	var links []struct {
 		Name string `json:"ifname"`
 	}
@@ -62,8 +60,8 @@ func requireNetworkGone(t *testing.T, w cluster.Network) {
 	ipJSON(t, &routes, "-4", "route", "show", "table", "all")
 	ours := append([]string{w.Bridge}, w.Namespaces...)
 	for _, ns := range nss {
-		if slices.Contains(w.Namespaces, ns.Name) {
-			t.Errorf("namespace %s is left after the test", ns.Name)
+		if slices.Contains(w.Namespaces, ns) {
+			t.Errorf("namespace %s is left after the test", ns)
 		}
 	}
 	for _, l := range links {
@@ -76,6 +74,20 @@ func requireNetworkGone(t *testing.T, w cluster.Network) {
 			t.Errorf("a route to %s is left after the test", r.Dst)
 		}
 	}
+}
+
+// namespaces lists the named network namespaces.
+func namespaces(t *testing.T) []string {
+	t.Helper()
+	var nss []struct {
+		Name string `json:"name"`
+	}
+	ipJSON(t, &nss, "netns", "list")
+	var out []string
+	for _, ns := range nss {
+		out = append(out, ns.Name)
+	}
+	return out
 }
 
 // ipJSON runs ip -j with args and decodes what it prints into v.
@@ -421,5 +433,100 @@ func TestPartitionOneWay(t *testing.T) {
 		if leader == f {
 			t.Fatalf("%s, cut off from the leader, became the leader", f)
 		}
+	}
+}
+
+// TestNetnsParentDies kills, with SIGKILL, a test process that runs a
+// server in a network namespace, as a go test timeout or a crash would:
+// the server dies with it (its parent-death signal survives ip netns
+// exec), and the next cluster started with Netns removes the namespace,
+// veth and bridge that the dead process could not.
+func TestNetnsParentDies(t *testing.T) {
+	if os.Getenv(childBinEnv) != "" {
+		runDoomedChild(t)
+		return
+	}
+	ctx := testContext(t)
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNetnsParentDies$", "-test.v", "-test.timeout=2m")
+	child.Env = append(os.Environ(), childBinEnv+"="+droverBin)
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = child.Stdout
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waited bool
+	t.Cleanup(func() {
+		if !waited {
+			_ = child.Process.Kill()
+			_ = child.Wait()
+		}
+	})
+	var (
+		pid       int
+		left      cluster.Network
+		ns, prefx string
+		output    []string
+	)
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		output = append(output, line)
+		if _, err := fmt.Sscanf(line, "doomed child: pid %d netns %s bridge %s subnet %s", &pid, &ns, &left.Bridge, &prefx); err == nil {
+			break
+		}
+	}
+	if pid == 0 {
+		_ = child.Wait()
+		waited = true
+		if text := strings.Join(output, "\n"); strings.Contains(text, "--- SKIP") {
+			t.Skipf("the child skipped:\n%s", text)
+		} else {
+			t.Fatalf("the child started no server:\n%s", text)
+		}
+	}
+	left.Namespaces = []string{ns}
+	if left.Subnet, err = netip.ParsePrefix(prefx); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if want, _ := filepath.EvalSymlinks(droverBin); err != nil || exe != want {
+		t.Fatalf("the child's server, process %d, runs %s (%v), want %s", pid, exe, err, want)
+	}
+
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	waited = true
+	poll(within(t, ctx, 30*time.Second), t, fmt.Sprintf("server process %d dead", pid), func() (bool, string) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true, "" // gone
+		}
+		// pid (comm) state ...: a zombie is dead too.
+		i := strings.LastIndexByte(string(data), ')')
+		return i > 0 && i+2 < len(data) && data[i+2] == 'Z', "still running: " + string(data)
+	})
+	if !slices.Contains(namespaces(t), ns) {
+		t.Fatalf("the dead child's namespace %s is not there to clean up", ns)
+	}
+
+	newNetnsCluster(t, 1, cluster.Bootstrap())
+	requireNetworkGone(t, left)
+}
+
+// runDoomedChild is TestNetnsParentDies in the child: start a server,
+// tell the parent about it, and wait to be killed.
+func runDoomedChild(t *testing.T) {
+	c := cluster.New(t, droverBin, 1, cluster.Netns(), cluster.Bootstrap())
+	s, w := c.Server(1), c.Network()
+	fmt.Printf("doomed child: pid %d netns %s bridge %s subnet %s\n", s.Pid(), s.Netns(), w.Bridge, w.Subnet)
+	select {
+	case <-time.After(time.Minute):
+		t.Fatal("the parent did not kill this process within a minute")
+	case <-t.Context().Done():
 	}
 }

@@ -142,8 +142,9 @@ type Cluster struct {
 
 // New starts n servers and waits until each serves gRPC (it does not wait
 // for a leader: see WaitLeader). Each server sN gets -data-dir <tmp>/sN,
-// -server-id sN, its own loopback -rpc-addr and -raft-addr (the same for the
-// whole test), -bootstrap-expect n, -join with the other servers' gRPC
+// -server-id sN, its own -rpc-addr and -raft-addr (the same for the whole
+// test; loopback ports, or its namespace's address with Netns),
+// -bootstrap-expect n, -join with the other servers' gRPC
 // addresses, -info-file, JSON debug logs into <tmp>/sN.log, and the flags of
 // the options. The processes are killed when the test ends.
 func New(t testing.TB, bin string, n int, opts ...Option) *Cluster {
