@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -61,9 +62,11 @@ var netName = regexp.MustCompile(`^` + netPrefix + `(\d{1,3})(b|s\d{1,3})$`)
 // network is the bridge, namespaces and veths of one cluster started with
 // Netns, and the lock on its slot.
 type network struct {
-	ipPath  string
-	slot    int
-	lock    *os.File
+	ipPath string
+	slot   int
+	lock   *os.File
+
+	mu      sync.Mutex
 	servers map[string]netServer // by harness name (sN)
 }
 
@@ -96,25 +99,11 @@ func openNetwork(owner string) (*network, error) {
 	}
 	start := rand.IntN(netSlots)
 	for k := range netSlots {
-		slot := (start + k) % netSlots
-		lock, err := lockSlot(slot, owner)
+		ok, err := n.claim((start+k)%netSlots, owner)
 		if err != nil {
-			return nil, err
-		}
-		if lock == nil {
-			continue
-		}
-		n.slot, n.lock = slot, lock
-		inv, err := n.inventory()
-		if err == nil {
-			err = n.remove(slot, inv.bySlot[slot])
-		}
-		if err != nil {
-			n.unlock()
 			return nil, deniedAsUnsupported(err)
 		}
-		if inv.clash(slot) {
-			n.unlock() // something else uses these addresses
+		if !ok {
 			continue
 		}
 		if err := n.createBridge(); err != nil {
@@ -124,6 +113,25 @@ func openNetwork(owner string) (*network, error) {
 		return n, nil
 	}
 	return nil, fmt.Errorf("no free network slot among %d in %s", netSlots, lockDir)
+}
+
+// claim takes slot for n if no live process holds it and nothing else on
+// the machine uses its addresses, after removing what a dead holder left.
+func (n *network) claim(slot int, owner string) (bool, error) {
+	lock, err := lockSlot(slot, owner)
+	if err != nil || lock == nil {
+		return false, err
+	}
+	n.slot, n.lock = slot, lock
+	inv, err := n.inventory()
+	if err == nil {
+		err = n.remove(slot, inv.bySlot[slot])
+	}
+	if err != nil || inv.clash(slot) {
+		n.unlock()
+		return false, err
+	}
+	return true, nil
 }
 
 // lockSlot takes the slot's lock without waiting. It returns nil, nil when
@@ -205,7 +213,9 @@ func (n *network) addServer(name string, num int) (netServer, error) {
 	if err != nil {
 		return netServer{}, fmt.Errorf("network namespace of %s: %w", name, err)
 	}
+	n.mu.Lock()
 	n.servers[name] = s
+	n.mu.Unlock()
 	return s, nil
 }
 
@@ -216,6 +226,9 @@ func (n *network) addServer(name string, num int) (netServer, error) {
 // New cuts are added before old ones are lifted, so that moving from one
 // partition to another never heals for a moment.
 func (n *network) setCuts(old, cuts cutSet) error {
+	n.mu.Lock()
+	servers := maps.Clone(n.servers)
+	n.mu.Unlock()
 	for _, step := range []struct {
 		op       string
 		from, to cutSet
@@ -227,13 +240,13 @@ func (n *network) setCuts(old, cuts cutSet) error {
 			}
 		}
 		for _, to := range slices.Sorted(maps.Keys(byDest)) {
-			dst, ok := n.servers[to]
+			dst, ok := servers[to]
 			if !ok {
 				return fmt.Errorf("cut to %s: not a server of this network", to)
 			}
 			var cmds []string
 			for _, from := range slices.Sorted(slices.Values(byDest[to])) {
-				src, ok := n.servers[from]
+				src, ok := servers[from]
 				if !ok {
 					return fmt.Errorf("cut from %s: not a server of this network", from)
 				}

@@ -52,6 +52,7 @@ func (c *Cluster) Partition(groups ...[]*Server) {
 	}
 	seen := map[*Server]bool{}
 	groupNames := make([][]string, len(groups))
+	parts := make([]string, len(groups))
 	for i, g := range groups {
 		if len(g) == 0 {
 			c.t.Fatalf("cluster: Partition: group %d is empty", i+1)
@@ -61,26 +62,21 @@ func (c *Cluster) Partition(groups ...[]*Server) {
 				c.t.Fatalf("cluster: Partition: %s is in two groups", s)
 			}
 			seen[s] = true
-			groupNames[i] = append(groupNames[i], c.member(s))
 		}
+		groupNames[i], parts[i] = c.members(g), names(g)
 	}
-	parts := make([]string, len(groups))
-	for i, g := range groups {
-		parts[i] = names(g)
-	}
-	cuts := partitionCuts(groupNames)
-	c.changeCuts("partition "+strings.Join(parts, " | "), func(cutSet) cutSet { return cuts })
+	c.replaceCuts("partition "+strings.Join(parts, " | "), partitionCuts(groupNames))
 }
 
 // Isolate cuts s off from every other server, as Partition([s], others).
 func (c *Cluster) Isolate(s *Server) {
 	c.t.Helper()
+	name := c.member(s)
 	others := c.Others(s)
 	if len(others) == 0 {
 		c.t.Fatalf("cluster: Isolate %s: no other server", s)
 	}
-	cuts := partitionCuts([][]string{{c.member(s)}, c.members(others)})
-	c.changeCuts("isolate "+s.String(), func(cutSet) cutSet { return cuts })
+	c.replaceCuts("isolate "+s.String(), partitionCuts([][]string{{name}, c.members(others)}))
 }
 
 // Bridge splits the other servers, in order (s1, s2, ...), into two halves
@@ -89,14 +85,13 @@ func (c *Cluster) Isolate(s *Server) {
 // returns the halves. It replaces the cuts in force.
 func (c *Cluster) Bridge(bridge *Server) (first, second []*Server) {
 	c.t.Helper()
+	c.member(bridge)
 	first, second = halves(c.Others(bridge))
 	if len(first) == 0 || len(second) == 0 {
 		c.t.Fatalf("cluster: Bridge %s: needs at least two other servers", bridge)
 	}
-	c.member(bridge)
-	cuts := partitionCuts([][]string{c.members(first), c.members(second)})
-	c.changeCuts(fmt.Sprintf("bridge %s between %s and %s", bridge, names(first), names(second)),
-		func(cutSet) cutSet { return cuts })
+	c.replaceCuts(fmt.Sprintf("bridge %s between %s and %s", bridge, names(first), names(second)),
+		partitionCuts([][]string{c.members(first), c.members(second)}))
 	return first, second
 }
 
@@ -121,7 +116,7 @@ func (c *Cluster) CutOneWay(from, to *Server) {
 // Heal lifts every cut: each server reaches every other again.
 func (c *Cluster) Heal() {
 	c.t.Helper()
-	c.changeCuts("heal", func(cutSet) cutSet { return cutSet{} })
+	c.replaceCuts("heal", cutSet{})
 }
 
 // member returns the harness name of s, failing the test unless s is a
@@ -141,6 +136,12 @@ func (c *Cluster) members(servers []*Server) []string {
 		out[i] = c.member(s)
 	}
 	return out
+}
+
+// replaceCuts makes cuts the links cut (see changeCuts).
+func (c *Cluster) replaceCuts(what string, cuts cutSet) {
+	c.t.Helper()
+	c.changeCuts(what, func(cutSet) cutSet { return cuts })
 }
 
 // changeCuts makes next(cuts in force) the links cut, changing only what
