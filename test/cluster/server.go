@@ -37,6 +37,7 @@ type Server struct {
 	name     string // sN: data dir, log and info file names
 	rpcAddr  string
 	raftAddr string
+	netns    string // the network namespace with Netns
 	dataDir  string
 	infoFile string
 	logFile  string
@@ -302,8 +303,9 @@ func (s *Server) start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runs++
-	if _, err := fmt.Fprintf(out, "--- harness: run %d of %s at %s: %s %s\n", s.runs, s.name,
-		time.Now().Format(time.RFC3339Nano), s.c.bin, strings.Join(s.args, " ")); err != nil {
+	line := s.commandLine()
+	if _, err := fmt.Fprintf(out, "--- harness: run %d of %s at %s: %s\n", s.runs, s.name,
+		time.Now().Format(time.RFC3339Nano), strings.Join(line, " ")); err != nil {
 		_ = out.Close()
 		t.Fatal(err)
 	}
@@ -312,7 +314,7 @@ func (s *Server) start() {
 		_ = out.Close()
 		t.Fatal(err)
 	}
-	cmd := exec.Command(s.c.bin, s.args...)
+	cmd := exec.Command(line[0], line[1:]...)
 	cmd.Env = childEnv()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
