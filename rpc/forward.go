@@ -64,6 +64,8 @@ const (
 	// once more, but never around in a circle.
 	hopsKey = "drover-forward-hops"
 	maxHops = 2
+	// deadlineKey carries a forwarded call's deadline, in unix nanoseconds.
+	deadlineKey = "drover-forward-deadline"
 
 	defaultHoldTimeout = 5 * time.Second
 	minLeaderPoll      = 10 * time.Millisecond
@@ -134,6 +136,11 @@ func tooStale(lastContact, maxStale time.Duration) bool {
 
 // unary is the interceptor.
 func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, cancel, err := forwardedDeadline(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
 	needsLeader, confirm := f.route(info.FullMethod, req)
 	if !needsLeader {
 		return handler(ctx, req)
@@ -164,7 +171,14 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 			// belongs to whoever leads now.
 			lastErr = err
 		case !leader.Local && leader.RPCAddr != "" && hops < maxHops:
-			resp, err := f.forward(ctx, leader.RPCAddr, info.FullMethod, req, hops+1)
+			resp, err := f.forwardWhileLeader(ctx, changed, leader, info.FullMethod, req, hops+1)
+			if errors.Is(err, errLeaderChanged) {
+				// Abandoned: the call follows the new leader, with a
+				// new hold to find it.
+				lastErr = fmt.Errorf("leader %s at %s: %w", leader.ID, leader.RPCAddr, err)
+				holdUntil = time.Now().Add(f.hold)
+				continue
+			}
 			if status.Code(err) != codes.Unavailable {
 				return resp, err
 			}
@@ -218,6 +232,41 @@ func noLeader(hold time.Duration, lastErr error) error {
 	return unavailable(msg)
 }
 
+// errLeaderChanged ends a forwarded call whose leader was replaced while it
+// was in flight.
+var errLeaderChanged = errors.New("the leader changed while the call was forwarded to it")
+
+// forwardWhileLeader forwards the call to leader, abandoning it with
+// errLeaderChanged if another server becomes leader meanwhile: a leader cut
+// off by the network may hold the call until the caller's deadline, while
+// the new leader could answer it now. changed is the leader-changed channel
+// taken before leader was read. An abandoned write may still be applied by
+// the old leader; sending it again is safe for the same reason as retrying
+// after UNAVAILABLE (see unary).
+func (f *forwarder) forwardWhileLeader(ctx context.Context, changed <-chan struct{}, leader Leader, method string, req any, hops int) (any, error) {
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		for {
+			select {
+			case <-fctx.Done():
+				return
+			case <-changed:
+			}
+			changed = f.cluster.LeaderChanged()
+			if now := f.cluster.Leader(); now.ID != leader.ID || now.RPCAddr != leader.RPCAddr {
+				cancel(errLeaderChanged)
+				return
+			}
+		}
+	}()
+	resp, err := f.forward(fctx, leader.RPCAddr, method, req, hops)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(fctx), errLeaderChanged) {
+		return nil, errLeaderChanged
+	}
+	return resp, err
+}
+
 // forward calls method on the leader and returns the leader's answer.
 func (f *forwarder) forward(ctx context.Context, addr, method string, req any, hops int) (any, error) {
 	resp, err := newResponse(method)
@@ -229,6 +278,9 @@ func (f *forwarder) forward(ctx context.Context, addr, method string, req any, h
 		return nil, unavailable(err.Error())
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, hopsKey, strconv.Itoa(hops))
+	if d, ok := ctx.Deadline(); ok {
+		ctx = metadata.AppendToOutgoingContext(ctx, deadlineKey, strconv.FormatInt(d.UnixNano(), 10))
+	}
 	if err := conn.Invoke(ctx, method, req, resp); err != nil {
 		return nil, err
 	}
@@ -284,6 +336,32 @@ func newResponse(method string) (any, error) {
 		return nil, fmt.Errorf("forward %s: %w", method, err)
 	}
 	return mt.New().Interface(), nil
+}
+
+// forwardedDeadline applies the caller's deadline that a forwarding server
+// passed on, as an absolute time: gRPC's own deadline is relative and starts
+// again when a call arrives, so a forwarded call held up in the network (a
+// partition that heals, retransmitted bytes) would otherwise run long after
+// its caller gave up, and a write could land after the caller's retry and
+// its later writes. A call that arrives too late is refused without
+// running. Servers' clocks must agree to well within a caller's deadline; a
+// leader whose clock runs ahead refuses more, never less.
+func forwardedDeadline(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get(deadlineKey)
+	if len(vals) == 0 {
+		return ctx, func() {}, nil
+	}
+	ns, err := strconv.ParseInt(vals[0], 10, 64)
+	if err != nil {
+		return ctx, func() {}, nil
+	}
+	deadline := time.Unix(0, ns)
+	if late := time.Since(deadline); late > 0 {
+		return ctx, func() {}, status.Errorf(codes.DeadlineExceeded, "forwarded call arrived %s after its caller's deadline; not run", late)
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	return ctx, cancel, nil
 }
 
 // incomingHops is how often the call was forwarded before reaching here.

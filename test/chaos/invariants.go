@@ -102,3 +102,20 @@ func pages(list func(*droverv1.PageOptions) (string, error)) error {
 		token = next
 	}
 }
+
+// pendingEvals counts the evaluations the leader has not finished yet, as
+// the state says (a consistent read through srv).
+func pendingEvals(ctx context.Context, srv *cluster.Server) (int, error) {
+	evals := droverv1.NewEvalServiceClient(srv.Conn())
+	pending := 0
+	err := pages(func(p *droverv1.PageOptions) (string, error) {
+		resp, err := evals.List(ctx, &droverv1.ListEvaluationsRequest{Page: p})
+		for _, e := range resp.GetEvaluations() {
+			if e.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_PENDING {
+				pending++
+			}
+		}
+		return resp.GetNextToken(), err
+	})
+	return pending, err
+}

@@ -63,6 +63,11 @@ func hold(ctx context.Context, d time.Duration) {
 	}
 }
 
+// netns runs the servers in network namespaces of their own, for faults
+// that cut links; the cluster harness skips the test with the reason where
+// the machine cannot make them.
+var netns = []cluster.Option{cluster.Netns()}
+
 // Faults is every fault of the suite.
 func Faults() []Fault {
 	return []Fault{
@@ -124,6 +129,70 @@ func Faults() []Fault {
 				s.Pause()
 				hold(ctx, d)
 				s.Resume()
+			},
+		},
+		{
+			Name: "partition-leader", Servers: 3, Options: netns,
+			Simulates: "the leader's rack or availability zone loses its network",
+			Inject: func(ctx context.Context, e *Env, d time.Duration) {
+				s := e.leader(ctx)
+				e.Note("isolate leader %s for %s", s, d)
+				e.Cluster.Isolate(s)
+				hold(ctx, d)
+				e.Cluster.Heal()
+			},
+		},
+		{
+			Name: "partition-majority", Servers: 5, Options: netns,
+			Simulates: "a network split between two sites, the leader on the smaller side",
+			Inject: func(ctx context.Context, e *Env, d time.Duration) {
+				leader := e.leader(ctx)
+				others := e.Cluster.Others(leader)
+				e.Rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+				minority := []*cluster.Server{leader, others[0]}
+				e.Note("partition %v from %v for %s", minority, others[1:], d)
+				e.Cluster.Partition(minority, others[1:])
+				hold(ctx, d)
+				e.Cluster.Heal()
+			},
+		},
+		{
+			Name: "partition-bridge", Servers: 5, Options: netns,
+			Simulates: "a broken link between two sites that a third still reaches both of",
+			Inject: func(ctx context.Context, e *Env, d time.Duration) {
+				all := e.Cluster.Servers()
+				bridge := all[e.Rng.IntN(len(all))]
+				first, second := e.Cluster.Bridge(bridge)
+				e.Note("bridge %s between %v and %v for %s", bridge, first, second, d)
+				hold(ctx, d)
+				e.Cluster.Heal()
+			},
+		},
+		{
+			Name: "partition-pause", Servers: 3, Options: netns,
+			Simulates: "a leader that stalls and comes back on a network that has lost it",
+			Inject: func(ctx context.Context, e *Env, d time.Duration) {
+				s := e.leader(ctx)
+				e.Note("SIGSTOP leader %s, then isolate it, for %s", s, d)
+				s.Pause()
+				e.Cluster.Isolate(s)
+				hold(ctx, d/2)
+				e.Note("resume %s, still isolated", s)
+				s.Resume()
+				hold(ctx, d/2)
+				e.Cluster.Heal()
+			},
+		},
+		{
+			Name: "partition-oneway", Servers: 3, Options: netns,
+			Simulates: "an asymmetric link failure: the leader's packets to a follower are lost, the follower's arrive",
+			Inject: func(ctx context.Context, e *Env, d time.Duration) {
+				s := e.leader(ctx)
+				to := e.follower(ctx)
+				e.Note("drop what %s sends to %s for %s", s, to, d)
+				e.Cluster.CutOneWay(s, to)
+				hold(ctx, d)
+				e.Cluster.Heal()
 			},
 		},
 		{

@@ -17,6 +17,10 @@ import (
 	"github.com/droverhq/drover/test/cluster"
 )
 
+// settleWait bounds the wait for scheduling to finish after the clients
+// stop: a few times the servers' -eval-nack-timeout.
+const settleWait = time.Minute
+
 // Config sizes one run of a fault.
 type Config struct {
 	Bin  string
@@ -58,7 +62,13 @@ func Run(t *testing.T, f Fault, cfg Config) Result {
 	t.Helper()
 	start := time.Now()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xc4a05))
-	opts := append([]cluster.Option{cluster.Autopilot(2*time.Second, time.Minute)}, f.Options...)
+	opts := append([]cluster.Option{
+		cluster.Autopilot(2*time.Second, time.Minute),
+		// Evaluations a cut-off worker held go to another after 10s rather
+		// than the production 60s, so that scheduling settles soon after
+		// a heal.
+		cluster.Args("-eval-nack-timeout", "10s"),
+	}, f.Options...)
 	c := cluster.New(t, cfg.Bin, f.Servers, opts...)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(cfg.Rounds)*(cfg.Hold+cfg.Calm+time.Minute)+3*time.Minute)
 	defer cancel()
@@ -105,7 +115,22 @@ func Run(t *testing.T, f Fault, cfg Config) Result {
 	<-clientsDone
 	fleet.Stop()
 
-	c.WaitLeader(ctx, c.Live()...)
+	// The placement invariants hold once scheduling has caught up with the
+	// last writes (a count just lowered is over its allocations until its
+	// evaluation runs).
+	leader := c.WaitLeader(ctx, c.Live()...)
+	settled := time.Now().Add(settleWait)
+	for {
+		n, err := pendingEvals(ctx, leader)
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(settled) {
+			t.Errorf("scheduling did not settle within %s after the clients stopped: %d evaluations pending (%v)", settleWait, n, err)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	c.WaitConverged(ctx)
 	live := c.Live()
 	var readErrs []error

@@ -24,6 +24,9 @@ const (
 	attemptTimeout = 2 * time.Second
 	writeDeadline  = 45 * time.Second
 	retryPause     = 50 * time.Millisecond
+	// finalReadTries bounds the attempts of each read after the cluster has
+	// healed and converged.
+	finalReadTries = 10
 )
 
 // valueKey is where a register's value lives: a job's meta entry, a node's
@@ -261,6 +264,13 @@ func (w *Workload) FinalReads(ctx context.Context, client int, servers []*cluste
 				}
 				op := Op{Client: client, Kind: Read, Server: srv.ID(), Call: w.History.Now(), Note: note}
 				value, err := readRegister(ctx, srv, isJob, k, w.nodes, q)
+				// After a partition heals, TCP may take a few retransmission
+				// timeouts to resume a stalled connection: retry a while.
+				for tries := 1; err != nil && tries < finalReadTries && ctx.Err() == nil; tries++ {
+					time.Sleep(retryPause)
+					op.Call = w.History.Now()
+					value, err = readRegister(ctx, srv, isJob, k, w.nodes, q)
+				}
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s read of register %d (job %v) on %s: %w", note, k, isJob, srv, err))
 					continue
