@@ -84,14 +84,18 @@ func TestApplySkipsUnknownIgnorableTypes(t *testing.T) {
 }
 
 func TestApplyHaltsOnEntriesItCannotApply(t *testing.T) {
+	// A release that predates node drains, to see that a type the source
+	// could decode is unknown to a release that does not know it.
+	beforeDrains := func(t droverv1.MessageType) bool { return olderRelease(t) && t != droverv1.MessageTypeNodeDrain }
+	drain := mustEncode(t, droverv1.MessageTypeNodeDrain, &droverv1.NodeDrainEntry{NodeId: mock.Node().GetId()})
 	for name, data := range map[string][]byte{
 		"unknown type":                {99, 1, 2},
 		"empty entry":                 nil,
 		"corrupt entry":               {byte(droverv1.MessageTypeNodeRegister), 0xff, 0xff, 0xff},
-		"type newer than its release": {byte(droverv1.MessageTypeClusterMetadata) &^ byte(droverv1.IgnoreUnknownTypeFlag), 1},
+		"type newer than its release": drain,
 	} {
 		t.Run(name, func(t *testing.T) {
-			h, logs := newLoggedHarness(t, "0.1.0", olderRelease)
+			h, logs := newLoggedHarness(t, "0.1.0", beforeDrains)
 			h.populate()
 			before := h.fsm.State().Snapshot()
 			beforeIndex := h.fsm.State().LatestIndex()

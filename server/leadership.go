@@ -236,6 +236,7 @@ func (s *Server) leaderDuties() []LeaderDuty {
 		s.heartbeats.duty(),
 		s.gc.duty(),
 		(&drainer{s: s}).duty(),
+		(&clusterMetadata{s: s}).duty(),
 	}
 }
 
