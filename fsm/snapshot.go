@@ -14,8 +14,9 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// Snapshot layout: the magic bytes, a varint-length SnapshotHeader, then
-// records, each a record-type byte, a varint length and a message. Records
+// Snapshot layout: the magic bytes, a varint-length SnapshotHeader (which
+// also carries the cluster metadata), then records, each a record-type
+// byte, a varint length and a message. Records
 // come table by table: the index table, nodes, job versions, jobs,
 // evaluations, allocations (allocations refer to nodes and job versions),
 // servers, job request results.
