@@ -40,7 +40,7 @@ func TestKnows(t *testing.T) {
 }
 
 // startRaft runs a single-server in-memory raft that leads.
-func startRaft(t *testing.T, id string) *raft.Raft {
+func startRaft(t testing.TB, id string) *raft.Raft {
 	t.Helper()
 	addr, trans := raft.NewInmemTransport("")
 	rc := raft.DefaultConfig()
@@ -136,5 +136,31 @@ func TestDescribeServers(t *testing.T) {
 	got := describeServers([]serverVersion{{id: "s1", version: "0.1.0"}, {id: "s2"}})
 	if want := "s1 (0.1.0), s2 (not announced)"; got != want {
 		t.Errorf("describeServers = %q, want %q", got, want)
+	}
+}
+
+// BenchmarkVersionGateCheck measures the gate on the write path: a type of
+// the first release (every write today) and a gated type whose servers
+// have not changed since the last check.
+func BenchmarkVersionGateCheck(b *testing.B) {
+	r := startRaft(b, "s1")
+	st, err := state.NewStateStore()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := &droverv1.ServerMember{Id: "s1", RpcAddr: "s1:4650", RaftAddr: "s1:4651", Version: "0.2.0"}
+	if _, err := st.UpsertServer(1, &droverv1.ServerUpsertEntry{Server: m}); err != nil {
+		b.Fatal(err)
+	}
+	g := newVersionGate(r, st)
+	for _, t := range []droverv1.MessageType{droverv1.MessageTypeNodeRegister, droverv1.MessageTypeClusterMetadata} {
+		b.Run(t.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := g.check(t); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -90,6 +90,17 @@ func TestRollingUpgradeWritesClusterMetadata(t *testing.T) {
 		}
 	}
 
+	// Said once, not at every look: nothing woke the duty since.
+	notices := 0
+	for _, rec := range leader.LogRecords() {
+		if rec["msg"] == logBehind && rec["behind"] == behind {
+			notices++
+		}
+	}
+	if notices != 1 {
+		t.Errorf("the leader named %s as behind %d times, want once", behind, notices)
+	}
+
 	// Upgrade the server behind: the same data dir and flags, the newer
 	// binary.
 	s3.Stop()
