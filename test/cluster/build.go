@@ -3,7 +3,9 @@
 // server, each with its own data dir, stable ports and log file.
 //
 // Build the binary once from TestMain with Build, then start clusters with
-// New. Everything a cluster starts (processes, connections, temporary
+// New. BuildVersion builds it as another release, and ServerBinary, Binary
+// and Server.SetBinary run servers from such binaries, for clusters that
+// mix releases. Everything a cluster starts (processes, connections, temporary
 // directories) is cleaned up when the test ends, whether it passed or not;
 // when it failed, the tail of every server's log is written to the test log.
 //
