@@ -241,32 +241,6 @@ func TestApplyServerEntries(t *testing.T) {
 	}
 }
 
-func TestApplyUnknownTypes(t *testing.T) {
-	h := newHarness(t)
-	ignorable := []byte{byte(droverv1.IgnoreUnknownTypeFlag) | 5, 1, 2, 3}
-	if resp := h.fsm.Apply(&raft.Log{Index: 7, Data: ignorable}); resp != nil {
-		t.Errorf("ignorable entry: response %v, want nil", resp)
-	}
-	if got := h.fsm.State().LatestIndex(); got != 7 {
-		t.Errorf("latest index after an ignored entry = %d, want 7", got)
-	}
-
-	for name, data := range map[string][]byte{
-		"unknown type":  {99, 1, 2},
-		"empty entry":   nil,
-		"corrupt entry": {byte(droverv1.MessageTypeNodeRegister), 0xff, 0xff, 0xff},
-	} {
-		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("Apply did not panic")
-				}
-			}()
-			h.fsm.Apply(&raft.Log{Index: 8, Data: data})
-		})
-	}
-}
-
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	h := newHarness(t)
 	h.populate()

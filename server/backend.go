@@ -22,7 +22,17 @@ var _ rpc.Backend = (*Server)(nil)
 // applied it. It waits at most ApplyTimeout (or until ctx's deadline, if
 // sooner) for the entry to enter the log; once in, the wait ends when it is
 // applied, or raft fails it when leadership is lost.
+//
+// It refuses with FAILED_PRECONDITION an entry type that some server of
+// the raft configuration does not know (see versionGate), and every entry
+// once this server has halted.
 func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry rpc.Entry) (uint64, any, error) {
+	if err := s.HaltReason(); err != nil {
+		return 0, nil, haltError(msgType, err)
+	}
+	if err := s.gate.check(msgType); err != nil {
+		return 0, nil, err
+	}
 	data, err := fsm.Encode(msgType, entry)
 	if err != nil {
 		return 0, nil, err
@@ -42,7 +52,7 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 	s.instr.observeApply(msgType, len(data), time.Since(start))
 	resp := future.Response()
 	if err, ok := resp.(error); ok {
-		return future.Index(), nil, err
+		return future.Index(), nil, haltError(msgType, err)
 	}
 	return future.Index(), resp, nil
 }

@@ -134,6 +134,9 @@ func (l *leadership) stop() {
 // leader. It runs the establish and revoke steps in raft's order of
 // transitions, and keeps health checks and forwarding waiters in step.
 func (s *Server) monitorLeadership(observations <-chan raft.Observation) {
+	// raft runs before the observer is registered: a leader learned in
+	// between sends no observation, so look once first.
+	s.updateHealth()
 	for {
 		select {
 		case isLeader := <-s.raft.LeaderNotify():
@@ -236,6 +239,7 @@ func (s *Server) leaderDuties() []LeaderDuty {
 		s.heartbeats.duty(),
 		s.gc.duty(),
 		(&drainer{s: s}).duty(),
+		(&clusterMetadata{s: s}).duty(),
 	}
 }
 

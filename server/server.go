@@ -23,6 +23,7 @@ import (
 	"github.com/droverhq/drover/fsm"
 	"github.com/droverhq/drover/fsm/events"
 	"github.com/droverhq/drover/fsm/state"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/raftnode"
@@ -38,6 +39,8 @@ type Server struct {
 
 	state    *state.StateStore
 	events   *events.Broker
+	fsm      *fsm.FSM
+	gate     *versionGate
 	raft     *raftnode.Node
 	rpc      *rpc.Server
 	listener net.Listener
@@ -131,8 +134,10 @@ func New(cfg Config) (s *Server, err error) {
 	s.sched = newScheduling(s)
 	s.heartbeats = newHeartbeats(s)
 	s.gc = &garbageCollector{s: s}
-	machine := fsm.New(s.state, s.events, s.logger.With("component", "fsm"))
-	machine.SetHooks(s.sched)
+	release := cfg.release()
+	s.fsm = fsm.New(s.state, s.events, s.logger.With("component", "fsm"))
+	s.fsm.SetHooks(s.sched)
+	s.fsm.SetRelease(fsm.Release{Version: release, Knows: func(t droverv1.MessageType) bool { return knows(release, t) }})
 
 	raftAdvertise := cfg.RaftAdvertise
 	if raftAdvertise == "" && cfg.AdvertiseHost != "" {
@@ -143,7 +148,7 @@ func New(cfg Config) (s *Server, err error) {
 		DataDir:           s.dataDir,
 		BindAddr:          cfg.RaftAddr,
 		AdvertiseAddr:     raftAdvertise,
-		FSM:               machine,
+		FSM:               s.fsm,
 		Logger:            s.logger,
 		Bootstrap:         cfg.Bootstrap || cfg.Dev,
 		SnapshotThreshold: cfg.SnapshotThreshold,
@@ -158,6 +163,7 @@ func New(cfg Config) (s *Server, err error) {
 	node := s.raft
 	cleanups = append(cleanups, func() { _ = node.Shutdown() })
 	s.reads, s.stalls = s.newReadIndex()
+	s.gate = newVersionGate(s.raft.Raft(), s.state)
 
 	if s.workers, err = newWorkerPool(s); err != nil {
 		return nil, err
@@ -174,6 +180,7 @@ func New(cfg Config) (s *Server, err error) {
 		Credentials:              s.security.listen,
 		PeerCredentials:          s.security.dial,
 		RequireServerIdentity:    s.security.requireServer,
+		Halted:                   s.HaltReason,
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
@@ -213,6 +220,7 @@ func (s *Server) start() {
 		defer s.wg.Done()
 		s.monitorLeadership(observations)
 	}()
+	s.wg.Go(s.watchHalt)
 	s.workers.start(s.lifetime)
 }
 

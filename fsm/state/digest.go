@@ -7,6 +7,8 @@ import (
 	"iter"
 
 	"google.golang.org/protobuf/proto"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
 // Digest returns, for each table, a SHA-256 over every row in key order,
@@ -25,6 +27,7 @@ func (s *Snapshot) Digest() map[string]string {
 		TableEvals:       digestOf(s.Evals()),
 		TableServers:     digestOf(s.Servers()),
 		TableJobRequests: digestOf(s.JobRequestResults()),
+		TableClusterMeta: digestOf(all[*droverv1.ClusterMetadata](s, TableClusterMeta, indexID)),
 		TableIndex:       hex.EncodeToString(indexes.Sum(nil)),
 	}
 }

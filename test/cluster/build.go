@@ -3,7 +3,9 @@
 // server, each with its own data dir, stable ports and log file.
 //
 // Build the binary once from TestMain with Build, then start clusters with
-// New. Everything a cluster starts (processes, connections, temporary
+// New. BuildVersion builds it as another release, and ServerBinary, Binary
+// and Server.SetBinary run servers from such binaries, for clusters that
+// mix releases. Everything a cluster starts (processes, connections, temporary
 // directories) is cleaned up when the test ends, whether it passed or not;
 // when it failed, the tail of every server's log is written to the test log.
 //
@@ -70,8 +72,24 @@ const Package = "github.com/droverhq/drover/cmd/drover"
 // Build builds the drover binary into dir and returns its path. Call it once
 // from TestMain; the caller removes dir.
 func Build(dir string) (binPath string, err error) {
-	bin := filepath.Join(dir, "drover")
-	cmd := exec.Command("go", "build", "-o", bin, Package)
+	return build(filepath.Join(dir, "drover"))
+}
+
+// VersionVar is the variable that holds the release a binary runs as.
+const VersionVar = "github.com/droverhq/drover/internal/version.Version"
+
+// BuildVersion builds the drover binary into dir as release version (set
+// with -ldflags -X, as a release build does) and returns its path, so that
+// a test can run servers of different releases from one source tree: a
+// binary built as an older release announces that release and knows only
+// its raft entry types. The caller removes dir.
+func BuildVersion(dir, version string) (binPath string, err error) {
+	return build(filepath.Join(dir, "drover-"+version), "-ldflags", "-X "+VersionVar+"="+version)
+}
+
+func build(bin string, flags ...string) (string, error) {
+	args := append([]string{"build", "-o", bin}, flags...)
+	cmd := exec.Command("go", append(args, Package)...)
 	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

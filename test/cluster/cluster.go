@@ -63,6 +63,10 @@ type options struct {
 	beforeStart func(*Server)
 	// serverArgs are flags for one server of New, by its number (1 is s1).
 	serverArgs map[int][]string
+	// bin, if set, is the binary of the servers AddServer adds; serverBins
+	// that of one server of New, by its number.
+	bin        string
+	serverBins map[int]string
 	tls        bool
 	netns      bool
 	// dial is added to the harness's own connections (TLS credentials).
@@ -114,6 +118,21 @@ func ServerArgs(n int, args ...string) Option {
 		o.serverArgs[n] = append(o.serverArgs[n], args...)
 	}
 }
+
+// ServerBinary runs server sN of New (n counts from 1) from bin instead of
+// the cluster's binary, e.g. one built by BuildVersion as another release.
+func ServerBinary(n int, bin string) Option {
+	return func(o *options) {
+		if o.serverBins == nil {
+			o.serverBins = make(map[int]string)
+		}
+		o.serverBins[n] = bin
+	}
+}
+
+// Binary runs the server AddServer adds from bin instead of the cluster's
+// binary.
+func Binary(bin string) Option { return func(o *options) { o.bin = bin } }
 
 // BeforeFirstStart calls f for each server before its process is first
 // started, e.g. to seed its data dir.
@@ -171,6 +190,9 @@ func New(t testing.TB, bin string, n int, opts ...Option) *Cluster {
 	servers := make([]*Server, n)
 	for i := range n {
 		servers[i] = c.newServer(i+1, c.opts)
+		if bin := c.opts.serverBins[i+1]; bin != "" {
+			servers[i].bin = bin
+		}
 	}
 	for i, s := range servers {
 		var join []string
@@ -219,11 +241,15 @@ func (c *Cluster) AddServer(opts ...Option) *Server {
 	o := c.opts
 	o.args = slices.Clone(o.args)
 	o.beforeStart = nil
+	o.bin = ""
 	for _, f := range opts {
 		f(&o)
 	}
 	existing := c.Servers()
 	s := c.newServer(len(existing)+1, o)
+	if o.bin != "" {
+		s.bin = o.bin
+	}
 	var join []string
 	for _, e := range existing {
 		join = append(join, e.rpcAddr)
@@ -247,6 +273,7 @@ func (c *Cluster) newServer(i int, o options) *Server {
 	rpcAddr, raftAddr, ns := c.placeServer(name, i)
 	s := &Server{
 		c:        c,
+		bin:      c.bin,
 		name:     name,
 		rpcAddr:  rpcAddr,
 		raftAddr: raftAddr,

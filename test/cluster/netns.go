@@ -91,7 +91,7 @@ func (c *Cluster) placeServer(name string, num int) (rpcAddr, raftAddr, ns strin
 // commandLine returns the program and arguments that start the server:
 // the binary itself, or ip netns exec with it in the server's namespace.
 func (s *Server) commandLine() []string {
-	line := append([]string{s.c.bin}, s.args...)
+	line := append([]string{s.bin}, s.args...)
 	if s.netns != "" {
 		line = append([]string{s.c.net.ipPath, "netns", "exec", s.netns}, line...)
 	}
