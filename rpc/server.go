@@ -137,8 +137,8 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		// The identity check comes before the forwarder: a follower must not
 		// pass on a call the caller may not make, as the leader would see
 		// the follower's server certificate, not the caller's.
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, auth.unary, fwd.unary),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, auth.stream),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, refuseNonPortable, auth.unary, fwd.unary),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, refuseNonPortableStream, auth.stream),
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, grpc.Creds(cfg.Credentials))
