@@ -134,6 +134,10 @@ func (l *leadership) stop() {
 // leader. It runs the establish and revoke steps in raft's order of
 // transitions, and keeps health checks and forwarding waiters in step.
 func (s *Server) monitorLeadership(observations <-chan raft.Observation) {
+	// raft starts before the observer is registered: a restarted follower
+	// may have heard from the leader already, and that observation is lost.
+	// Start from what raft knows now.
+	s.updateHealth()
 	for {
 		select {
 		case isLeader := <-s.raft.LeaderNotify():
