@@ -11,6 +11,7 @@ import (
 	"log/slog"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/droverhq/drover/fsm/events"
 	"github.com/droverhq/drover/fsm/state"
@@ -49,6 +50,9 @@ func (f *FSM) SetHooks(h Hooks) { f.hooks = h }
 // request id was already applied (then nothing was written). raft hands the
 // value back to the proposer through ApplyFuture.Response.
 //
+// Strings that are not valid UTF-8, which older servers let into the log,
+// are repaired before they are applied (see makePortable).
+//
 // An entry that cannot be decoded means the log is corrupt or was written by
 // a newer server with a type this one does not know: applying anything else
 // would let this server's state diverge, so Apply panics, unless the type is
@@ -62,6 +66,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	if err != nil {
 		panic(fmt.Sprintf("fsm: cannot decode raft entry at index %d: %v", l.Index, err))
+	}
+	if n := makePortable(msg.(proto.Message), l.Data[1:]); n > 0 {
+		f.logger.Warn("repaired a raft entry holding invalid UTF-8 or malformed unknown fields, written by an older server",
+			"index", l.Index, "type", msgType, "repaired", n)
 	}
 	return f.apply(l.Index, msgType, msg)
 }
