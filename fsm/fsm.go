@@ -28,6 +28,8 @@ type FSM struct {
 	events *events.Broker
 	logger *slog.Logger
 	hooks  Hooks
+	// portable scans entries and snapshot records (portable.go).
+	portable droverv1.WireScanners
 }
 
 // New returns an FSM that applies entries to st and publishes events to
@@ -67,7 +69,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if err != nil {
 		panic(fmt.Sprintf("fsm: cannot decode raft entry at index %d: %v", l.Index, err))
 	}
-	if n := makePortable(msg.(proto.Message), l.Data[1:]); n > 0 {
+	if n := f.makePortable(msg.(proto.Message), l.Data[1:]); n > 0 {
 		f.logger.Warn("repaired a raft entry holding invalid UTF-8 or malformed unknown fields, written by an older server",
 			"index", l.Index, "type", msgType, "repaired", n)
 	}

@@ -18,8 +18,8 @@ import (
 // makePortable repairs msg, decoded from encoded, if it is not portable,
 // and reports how many strings and unknown-field sets it changed. A valid
 // message costs one scan of its encoding.
-func makePortable(msg proto.Message, encoded []byte) int {
-	if droverv1.PortableWire(msg.ProtoReflect().Descriptor(), encoded) {
+func (f *FSM) makePortable(msg proto.Message, encoded []byte) int {
+	if f.portable.Portable(msg.ProtoReflect().Descriptor(), encoded) {
 		return 0
 	}
 	return droverv1.MakePortable(msg)

@@ -146,7 +146,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	sr := &snapshotReader{r: bufio.NewReaderSize(rc, 1<<20), rs: r}
+	sr := &snapshotReader{f: f, r: bufio.NewReaderSize(rc, 1<<20), rs: r}
 	index, err := sr.read()
 	if err != nil {
 		r.Abort()
@@ -165,6 +165,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 // snapshotReader feeds a snapshot's records to a restorer, repairing those
 // that are not portable (see makePortable).
 type snapshotReader struct {
+	f  *FSM
 	r  *bufio.Reader
 	rs *state.Restorer
 	// repaired counts the records repaired.
@@ -243,7 +244,7 @@ func (sr *snapshotReader) message(m vtMessage) error {
 	if err := m.UnmarshalVT(buf); err != nil {
 		return err
 	}
-	if makePortable(m, buf) > 0 {
+	if sr.f.makePortable(m, buf) > 0 {
 		sr.repaired++
 	}
 	return nil

@@ -17,35 +17,44 @@ import (
 // method, unary or streamed, checked over its descriptor, so that methods
 // and fields added later are covered too.
 
-// refuseNonPortable is the unary interceptor.
-func refuseNonPortable(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := checkPortable(req); err != nil {
+// portableGate refuses requests that are not portable. Its zero value is
+// ready.
+type portableGate struct {
+	scanners droverv1.WireScanners
+}
+
+// unary is the unary interceptor.
+func (g *portableGate) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := g.check(req); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
 }
 
-// refuseNonPortableStream is the stream interceptor: it checks every message
-// the handler receives.
-func refuseNonPortableStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, portableStream{ss})
+// stream is the stream interceptor: it checks every message the handler
+// receives.
+func (g *portableGate) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, portableStream{ServerStream: ss, gate: g})
 }
 
-type portableStream struct{ grpc.ServerStream }
+type portableStream struct {
+	grpc.ServerStream
+	gate *portableGate
+}
 
 func (s portableStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return checkPortable(m)
+	return s.gate.check(m)
 }
 
-// checkPortable returns a *droverv1.ValidationError naming the first field
-// of req that the standard runtime would refuse. Re-encoding a message with
-// vtprotobuf and scanning the bytes costs about a third of a reflection walk
+// check returns a *droverv1.ValidationError naming the first field of req
+// that the standard runtime would refuse. Re-encoding a message with
+// vtprotobuf and scanning the bytes costs a fraction of a reflection walk
 // over it (BenchmarkPortableCheck); the walk runs only to name the field of
 // a refused request.
-func checkPortable(req any) error {
+func (g *portableGate) check(req any) error {
 	msg := messageOf(req)
 	if msg == nil {
 		return nil
@@ -53,7 +62,7 @@ func checkPortable(req any) error {
 	if vt, ok := req.(vtMarshaler); ok {
 		buf := make([]byte, vt.SizeVT())
 		if n, err := vt.MarshalToSizedBufferVT(buf); err == nil &&
-			droverv1.PortableWire(msg.ProtoReflect().Descriptor(), buf[len(buf)-n:]) {
+			g.scanners.Portable(msg.ProtoReflect().Descriptor(), buf[len(buf)-n:]) {
 			return nil
 		}
 	}

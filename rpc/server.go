@@ -125,6 +125,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		return status.Errorf(codes.Internal, "internal error: %v", p)
 	})
 	auth := authorizer{require: cfg.RequireServerIdentity}
+	portable := &portableGate{}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(Codec{}),
 		grpc.MaxRecvMsgSize(orDefault(cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)),
@@ -137,8 +138,8 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		// The identity check comes before the forwarder: a follower must not
 		// pass on a call the caller may not make, as the leader would see
 		// the follower's server certificate, not the caller's.
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, refuseNonPortable, auth.unary, fwd.unary),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, refuseNonPortableStream, auth.stream),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, portable.unary, auth.unary, fwd.unary),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, portable.stream, auth.stream),
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, grpc.Creds(cfg.Credentials))

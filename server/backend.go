@@ -28,7 +28,7 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := checkPortable(msgType, entry, data[1:]); err != nil {
+	if err := s.checkPortable(msgType, entry, data[1:]); err != nil {
 		return 0, nil, err
 	}
 	timeout := s.cfg.ApplyTimeout
@@ -51,6 +51,11 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 	return future.Index(), resp, nil
 }
 
+// portableGate scans the entries Apply proposes. Its zero value is ready.
+type portableGate struct {
+	scanners droverv1.WireScanners
+}
+
 // checkPortable refuses an entry that the standard protobuf runtime could
 // not read back: a string that is not valid UTF-8, or unknown fields that
 // are not well-formed. The rpc layer refuses requests holding them, but
@@ -58,12 +63,12 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 // the log. It scans the encoded entry, which costs a fraction of a walk
 // over the message (BenchmarkPortableCheck); the walk runs only to name the
 // field of a refused entry.
-func checkPortable(msgType droverv1.MessageType, entry rpc.Entry, encoded []byte) error {
+func (s *Server) checkPortable(msgType droverv1.MessageType, entry rpc.Entry, encoded []byte) error {
 	msg, ok := entry.(proto.Message)
 	if !ok {
 		return fmt.Errorf("apply %s: %T is not a protobuf message", msgType, entry)
 	}
-	if droverv1.PortableWire(msg.ProtoReflect().Descriptor(), encoded) {
+	if s.portable.scanners.Portable(msg.ProtoReflect().Descriptor(), encoded) {
 		return nil
 	}
 	if err := droverv1.CheckPortable(msg); err != nil {

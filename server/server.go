@@ -45,6 +45,8 @@ type Server struct {
 	instr    *instruments
 	http     *httpServer
 	security transportSecurity
+	// portable checks the entries Apply proposes (backend.go).
+	portable portableGate
 
 	// established is set while this server is leader and has applied every
 	// entry committed before it became leader.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -233,16 +234,134 @@ func compareMapKeys(a, b protoreflect.MapKey) int {
 	return cmp.Compare(a.Uint(), b.Uint())
 }
 
-// PortableWire reports whether b, the encoding of a message of type md, is
-// portable: well-formed, with every string field valid UTF-8. It reads the
-// bytes with protowire, guided by the descriptor, without decoding them,
-// which is much cheaper than a walk over the decoded message. For an
-// encoding made by MarshalVT it agrees with CheckPortable on the message.
-func PortableWire(md protoreflect.MessageDescriptor, b []byte) bool {
+// WireScanner tells whether encodings of one message type are portable:
+// well-formed, with every string field valid UTF-8. It reads the bytes with
+// protowire, guided by a table built once from the descriptor (what to do
+// with each field number), without decoding them: several times cheaper
+// than a walk over the decoded message. For an encoding made by MarshalVT
+// it agrees with CheckPortable on the message. Safe for concurrent use.
+type WireScanner struct {
+	root *scanTable
+}
+
+// NewWireScanner builds the scanner of md's encodings.
+func NewWireScanner(md protoreflect.MessageDescriptor) *WireScanner {
+	return &WireScanner{root: newScanTable(md, map[protoreflect.FullName]*scanTable{})}
+}
+
+// Portable reports whether b is a portable encoding of the scanner's type.
+// Malformed bytes are not.
+func (s *WireScanner) Portable(b []byte) bool { return s.root.scan(b) }
+
+// WireScanners keeps a WireScanner per message type, built on first use.
+// The zero value is ready; it is safe for concurrent use.
+type WireScanners struct {
+	byType sync.Map // protoreflect.FullName -> *WireScanner
+}
+
+// Portable reports whether b is a portable encoding of a message of type
+// md.
+func (s *WireScanners) Portable(md protoreflect.MessageDescriptor, b []byte) bool {
+	if sc, ok := s.byType.Load(md.FullName()); ok {
+		return sc.(*WireScanner).Portable(b)
+	}
+	sc, _ := s.byType.LoadOrStore(md.FullName(), NewWireScanner(md))
+	return sc.(*WireScanner).Portable(b)
+}
+
+// scanAction is what a scan checks in a length-delimited field.
+type scanAction uint8
+
+const (
+	scanNothing      scanAction = iota // bytes, groups, unknown fields
+	scanString                         // valid UTF-8
+	scanMessage                        // a portable message (map entries too)
+	scanPackedVarint                   // whole varints
+	scanPacked32                       // a multiple of 4 bytes
+	scanPacked64                       // a multiple of 8 bytes
+)
+
+type scanField struct {
+	action scanAction
+	msg    *scanTable // for scanMessage
+}
+
+// scanTable says what to check in each field of one message type. Field
+// numbers below maxDenseField are looked up in a slice, larger ones in a
+// map.
+type scanTable struct {
+	dense  []scanField
+	sparse map[protowire.Number]scanField
+}
+
+const maxDenseField = 256
+
+// newScanTable builds md's table; seen ends the recursion of message types
+// that contain themselves.
+func newScanTable(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]*scanTable) *scanTable {
+	if t := seen[md.FullName()]; t != nil {
+		return t
+	}
+	t := &scanTable{}
+	seen[md.FullName()] = t
 	fields := md.Fields()
-	at := 0
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		f := scanField{action: scanActionOf(fd)}
+		switch f.action {
+		case scanNothing:
+			continue
+		case scanMessage:
+			f.msg = newScanTable(fd.Message(), seen)
+		}
+		if num := fd.Number(); num < maxDenseField {
+			if len(t.dense) <= int(num) {
+				t.dense = append(t.dense, make([]scanField, int(num)+1-len(t.dense))...)
+			}
+			t.dense[num] = f
+		} else {
+			if t.sparse == nil {
+				t.sparse = map[protowire.Number]scanField{}
+			}
+			t.sparse[num] = f
+		}
+	}
+	return t
+}
+
+func scanActionOf(fd protoreflect.FieldDescriptor) scanAction {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return scanString
+	case protoreflect.MessageKind:
+		return scanMessage
+	case protoreflect.BytesKind, protoreflect.GroupKind:
+		return scanNothing
+	}
+	// A repeated scalar arrives packed in a length-delimited field, which
+	// the standard runtime parses.
+	if !fd.IsList() {
+		return scanNothing
+	}
+	switch fd.Kind() {
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		return scanPacked32
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		return scanPacked64
+	}
+	return scanPackedVarint
+}
+
+func (t *scanTable) field(num protowire.Number) scanField {
+	if int(num) < len(t.dense) {
+		return t.dense[num]
+	}
+	return t.sparse[num]
+}
+
+func (t *scanTable) scan(b []byte) bool {
 	for len(b) > 0 {
-		num, typ, n := consumeTag(b)
+		num, typ, n := scanTag(b)
 		if n < 0 {
 			return false
 		}
@@ -254,72 +373,54 @@ func PortableWire(md protoreflect.MessageDescriptor, b []byte) bool {
 			b = b[n:]
 			continue
 		}
-		v, n := protowire.ConsumeBytes(b)
+		v, n := scanBytes(b)
 		if n < 0 {
 			return false
 		}
 		b = b[n:]
-		fd := nextField(fields, &at, num)
-		if fd == nil {
-			continue
-		}
-		switch fd.Kind() {
-		case protoreflect.StringKind:
-			if !utf8.Valid(v) {
-				return false
-			}
-		case protoreflect.MessageKind:
-			// A map entry is a message of its own descriptor.
-			if !PortableWire(fd.Message(), v) {
-				return false
-			}
-		case protoreflect.BytesKind, protoreflect.GroupKind:
-		default:
-			if fd.IsList() && !wellFormedPacked(fd.Kind(), v) {
-				return false
-			}
+		if !t.field(num).check(v) {
+			return false
 		}
 	}
 	return true
 }
 
-// nextField returns the field numbered num. Encoders write fields in number
-// order, and descriptors list them mostly in that order too, so it walks
-// forward from the field last found (*at; repeated fields repeat it) and
-// asks the descriptor's map, which costs several times more, only when the
-// walk passes num.
-func nextField(fields protoreflect.FieldDescriptors, at *int, num protowire.Number) protoreflect.FieldDescriptor {
-	for i := *at; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		if n := fd.Number(); n == num {
-			*at = i
-			return fd
-		} else if n > num {
-			break
-		}
+// scanTag and scanBytes decode the one-byte tags and lengths, most of them,
+// inline: a quarter of the scan's time otherwise.
+func scanTag(b []byte) (protowire.Number, protowire.Type, int) {
+	if c := b[0]; c < 0x80 && c >= 1<<3 {
+		return protowire.Number(c >> 3), protowire.Type(c & 7), 1
 	}
-	fd := fields.ByNumber(num)
-	if fd != nil {
-		*at = fd.Index()
-	}
-	return fd
+	return consumeTag(b)
 }
 
-// wellFormedPacked reports whether b holds whole packed values of kind k,
-// as the standard runtime requires.
-func wellFormedPacked(k protoreflect.Kind, b []byte) bool {
-	switch k {
-	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
-		return len(b)%4 == 0
-	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
-		return len(b)%8 == 0
+func scanBytes(b []byte) ([]byte, int) {
+	if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+		n := 1 + int(b[0])
+		return b[1:n], n
 	}
-	for len(b) > 0 {
-		_, n := protowire.ConsumeVarint(b)
-		if n < 0 {
-			return false
+	return protowire.ConsumeBytes(b)
+}
+
+// check checks the contents of one length-delimited field.
+func (f scanField) check(v []byte) bool {
+	switch f.action {
+	case scanString:
+		return utf8.Valid(v)
+	case scanMessage:
+		return f.msg.scan(v)
+	case scanPacked32:
+		return len(v)%4 == 0
+	case scanPacked64:
+		return len(v)%8 == 0
+	case scanPackedVarint:
+		for len(v) > 0 {
+			_, n := protowire.ConsumeVarint(v)
+			if n < 0 {
+				return false
+			}
+			v = v[n:]
 		}
-		b = b[n:]
 	}
 	return true
 }

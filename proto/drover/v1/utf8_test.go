@@ -77,8 +77,8 @@ func TestCheckPortableNamesTheField(t *testing.T) {
 			if mErr != nil {
 				t.Fatal(mErr)
 			}
-			if got := droverv1.PortableWire(tt.msg.ProtoReflect().Descriptor(), b); got != (tt.field == "") {
-				t.Errorf("PortableWire = %v, want %v", got, tt.field == "")
+			if got := droverv1.NewWireScanner(tt.msg.ProtoReflect().Descriptor()).Portable(b); got != (tt.field == "") {
+				t.Errorf("WireScanner.Portable = %v, want %v", got, tt.field == "")
 			}
 			if uErr := proto.Unmarshal(b, tt.msg.ProtoReflect().Type().New().Interface()); (uErr == nil) != (tt.field == "") {
 				t.Errorf("the standard runtime disagrees: proto.Unmarshal error %v", uErr)
@@ -199,13 +199,14 @@ func FuzzPortable(f *testing.F) {
 		}
 		f.Add(uint16(indexOf(types, m.ProtoReflect().Descriptor().FullName())), b)
 	}
+	var scanners droverv1.WireScanners
 	f.Fuzz(func(t *testing.T, kind uint16, data []byte) {
 		mt := types[int(kind)%len(types)]
 		md := mt.Descriptor()
-		wireOK := droverv1.PortableWire(md, data)
+		wireOK := scanners.Portable(md, data)
 		stdErr := proto.Unmarshal(data, mt.New().Interface())
 		if wireOK != (stdErr == nil) {
-			t.Fatalf("%s: PortableWire = %v, proto.Unmarshal error %v", md.FullName(), wireOK, stdErr)
+			t.Fatalf("%s: WireScanner.Portable = %v, proto.Unmarshal error %v", md.FullName(), wireOK, stdErr)
 		}
 		m, ok := mt.New().Interface().(vtMessage)
 		if !ok {
@@ -223,8 +224,8 @@ func FuzzPortable(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%s: re-encode: %v", md.FullName(), err)
 		}
-		if got := droverv1.PortableWire(md, canonical); got != (checkErr == nil) {
-			t.Fatalf("%s: PortableWire of the encoding = %v, CheckPortable = %v", md.FullName(), got, checkErr)
+		if got := scanners.Portable(md, canonical); got != (checkErr == nil) {
+			t.Fatalf("%s: WireScanner.Portable of the encoding = %v, CheckPortable = %v", md.FullName(), got, checkErr)
 		}
 		if err := proto.Unmarshal(canonical, mt.New().Interface()); (err == nil) != (checkErr == nil) {
 			t.Fatalf("%s: CheckPortable = %v, proto.Unmarshal of the encoding: %v", md.FullName(), checkErr, err)
@@ -250,9 +251,10 @@ func indexOf(types []protoreflect.MessageType, name protoreflect.FullName) int {
 }
 
 // BenchmarkPortableCheck compares the two ways of checking an encoded raft
-// entry before it is proposed: a protoreflect walk over the message, and a
-// protowire scan of its bytes guided by the descriptor. Encode is what
-// server.Apply already pays to marshal the entry, for scale.
+// entry before it is proposed: a protoreflect walk over the message
+// (CheckPortable), and a protowire scan of its bytes guided by a table built
+// from the descriptor (WireScanner). Encode is what server.Apply already
+// pays to marshal the entry, for scale.
 func BenchmarkPortableCheck(b *testing.B) {
 	node := mock.Node()
 	for i := range 20 {
@@ -281,11 +283,12 @@ func BenchmarkPortableCheck(b *testing.B) {
 				}
 			}
 		})
+		scanner := droverv1.NewWireScanner(md)
 		b.Run(e.name+"/wire", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				if !droverv1.PortableWire(md, data) {
+				if !scanner.Portable(data) {
 					b.Fatal("invalid")
 				}
 			}
