@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -24,6 +26,7 @@ type Marshaler interface {
 
 // vtMessage is a generated message with vtprotobuf's fast codec.
 type vtMessage interface {
+	proto.Message
 	Marshaler
 	UnmarshalVT([]byte) error
 }

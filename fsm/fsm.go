@@ -11,6 +11,7 @@ import (
 	"log/slog"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/droverhq/drover/fsm/events"
 	"github.com/droverhq/drover/fsm/state"
@@ -29,6 +30,8 @@ type FSM struct {
 	hooks   Hooks
 	release Release
 	halt    halt
+	// portable scans entries and snapshot records (portable.go).
+	portable droverv1.WireScanners
 }
 
 // New returns an FSM that applies entries to st and publishes events to
@@ -52,6 +55,9 @@ func (f *FSM) SetHooks(h Hooks) { f.hooks = h }
 // ClusterMetadata returns the stored *droverv1.ClusterMetadata. raft hands
 // the value back to the proposer through ApplyFuture.Response.
 //
+// Strings that are not valid UTF-8, which older servers let into the log,
+// are repaired before they are applied (see makePortable).
+//
 // An entry of a type this server's release does not know is skipped when
 // the type is marked ignorable. Otherwise (an unknown type below 128, or an
 // entry that does not decode) applying anything more would let this
@@ -69,6 +75,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	if err != nil {
 		return f.stop(l.Index, msgType, err)
+	}
+	if n := f.makePortable(msg.(proto.Message), l.Data[1:]); n > 0 {
+		f.logger.Warn("repaired a raft entry holding invalid UTF-8 or malformed unknown fields, written by an older server",
+			"index", l.Index, "type", msgType, "repaired", n)
 	}
 	return f.apply(l.Index, msgType, msg)
 }

@@ -162,7 +162,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	header, err := readSnapshot(bufio.NewReaderSize(rc, 1<<20), r)
+	sr := &snapshotReader{f: f, r: bufio.NewReaderSize(rc, 1<<20), rs: r}
+	header, err := sr.read()
 	if err == nil {
 		err = f.restoreClusterMetadata(r, header)
 	}
@@ -173,6 +174,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	index := header.GetLastIndex()
 	r.Commit(index)
 	f.events.Purge()
+	if sr.repaired > 0 {
+		f.logger.Warn("repaired snapshot records holding invalid UTF-8 or malformed unknown fields, written by an older server",
+			"index", index, "records", sr.repaired)
+	}
 	f.logger.Info("restored state from snapshot", "index", index)
 	return nil
 }
@@ -191,15 +196,25 @@ func (f *FSM) restoreClusterMetadata(r *state.Restorer, header *droverv1.Snapsho
 	return r.ClusterMetadata(m)
 }
 
-// readSnapshot feeds every record to the restorer and returns the
-// snapshot's header.
-func readSnapshot(r *bufio.Reader, rs *state.Restorer) (*droverv1.SnapshotHeader, error) {
+// snapshotReader feeds a snapshot's records to a restorer, repairing those
+// that are not portable (see makePortable).
+type snapshotReader struct {
+	f  *FSM
+	r  *bufio.Reader
+	rs *state.Restorer
+	// repaired counts the records repaired.
+	repaired int
+}
+
+// read feeds every record to the restorer and returns the snapshot's
+// header.
+func (sr *snapshotReader) read() (*droverv1.SnapshotHeader, error) {
 	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(r, magic); err != nil || !bytes.Equal(magic, snapshotMagic) {
+	if _, err := io.ReadFull(sr.r, magic); err != nil || !bytes.Equal(magic, snapshotMagic) {
 		return nil, errors.New("not a drover snapshot (bad magic)")
 	}
 	header := &droverv1.SnapshotHeader{}
-	if err := readMessage(r, header); err != nil {
+	if err := sr.message(header); err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	if header.GetFormatVersion() != snapshotFormatVersion {
@@ -207,63 +222,80 @@ func readSnapshot(r *bufio.Reader, rs *state.Restorer) (*droverv1.SnapshotHeader
 			header.GetFormatVersion(), snapshotFormatVersion)
 	}
 	for n := 0; ; n++ {
-		t, err := r.ReadByte()
+		t, err := sr.r.ReadByte()
 		if errors.Is(err, io.EOF) {
 			return header, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		if err := restoreRecord(r, recordType(t), rs); err != nil {
+		if err := sr.record(recordType(t)); err != nil {
 			return nil, fmt.Errorf("record %d (type %d): %w", n, t, err)
 		}
 	}
 }
 
-func restoreRecord(r *bufio.Reader, t recordType, rs *state.Restorer) error {
+func (sr *snapshotReader) record(t recordType) error {
+	rs := sr.rs
 	switch t {
 	case recordTableIndex:
 		var m droverv1.TableIndex
-		if err := readMessage(r, &m); err != nil {
+		if err := sr.message(&m); err != nil {
 			return err
 		}
 		return rs.TableIndex(m.GetTable(), m.GetIndex())
 	case recordNode:
-		return restoreAs(r, &droverv1.Node{}, rs.Node)
+		return restoreAs(sr, &droverv1.Node{}, rs.Node)
 	case recordJobVersion:
-		return restoreAs(r, &droverv1.Job{}, rs.JobVersion)
+		return restoreAs(sr, &droverv1.Job{}, rs.JobVersion)
 	case recordJob:
-		return restoreAs(r, &droverv1.Job{}, rs.Job)
+		return restoreAs(sr, &droverv1.Job{}, rs.Job)
 	case recordEval:
-		return restoreAs(r, &droverv1.Evaluation{}, rs.Eval)
+		return restoreAs(sr, &droverv1.Evaluation{}, rs.Eval)
 	case recordAlloc:
-		return restoreAs(r, &droverv1.Allocation{}, rs.Alloc)
+		return restoreAs(sr, &droverv1.Allocation{}, rs.Alloc)
 	case recordServer:
-		return restoreAs(r, &droverv1.ServerMember{}, rs.Server)
+		return restoreAs(sr, &droverv1.ServerMember{}, rs.Server)
 	case recordJobRequest:
-		return restoreAs(r, &droverv1.JobRequestResult{}, rs.JobRequestResult)
+		return restoreAs(sr, &droverv1.JobRequestResult{}, rs.JobRequestResult)
 	}
 	return fmt.Errorf("unknown snapshot record type %d", t)
 }
 
-func restoreAs[M vtMessage](r *bufio.Reader, m M, restore func(M) error) error {
-	if err := readMessage(r, m); err != nil {
+func restoreAs[M vtMessage](sr *snapshotReader, m M, restore func(M) error) error {
+	if err := sr.message(m); err != nil {
 		return err
 	}
 	return restore(m)
 }
 
-func readMessage(r *bufio.Reader, m vtMessage) error {
+// message reads the next message into m and repairs it if needed.
+func (sr *snapshotReader) message(m vtMessage) error {
+	buf, err := readRecord(sr.r)
+	if err != nil {
+		return err
+	}
+	if err := m.UnmarshalVT(buf); err != nil {
+		return err
+	}
+	if sr.f.makePortable(m, buf) > 0 {
+		sr.repaired++
+	}
+	return nil
+}
+
+// readRecord reads one length-prefixed record.
+func readRecord(r *bufio.Reader) ([]byte, error) {
 	size, err := binary.ReadUvarint(r)
 	if err != nil {
-		return fmt.Errorf("record length: %w", err)
+		return nil, fmt.Errorf("record length: %w", err)
 	}
 	if size > maxRecordSize {
-		return fmt.Errorf("record of %d bytes exceeds the %d byte limit", size, maxRecordSize)
+		return nil, fmt.Errorf("record of %d bytes exceeds the %d byte limit", size, maxRecordSize)
 	}
 	buf := make([]byte, size)
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return fmt.Errorf("record body: %w", err)
+		return nil, fmt.Errorf("record body: %w", err)
 	}
-	return m.UnmarshalVT(buf)
+	return buf, nil
 }

@@ -102,7 +102,11 @@ func (s *operatorService) ServerMembers(ctx context.Context, _ *droverv1.ServerM
 // operators and tests compare replicas.
 func (s *operatorService) StateDigest(context.Context, *droverv1.StateDigestRequest) (*droverv1.StateDigestResponse, error) {
 	snap := s.backend.State().Snapshot()
-	return &droverv1.StateDigestResponse{Index: snap.Index(), Tables: snap.Digest()}, nil
+	tables, err := snap.Digest()
+	if err != nil {
+		return nil, err
+	}
+	return &droverv1.StateDigestResponse{Index: snap.Index(), Tables: tables}, nil
 }
 
 // Collector runs garbage collection on the leader.

@@ -139,6 +139,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	})
 	auth := authorizer{require: cfg.RequireServerIdentity}
 	guard := haltGuard{halted: cfg.Halted}
+	portable := &portableGate{}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(Codec{}),
 		grpc.MaxRecvMsgSize(orDefault(cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)),
@@ -151,8 +152,8 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		// The identity check comes before the forwarder: a follower must not
 		// pass on a call the caller may not make, as the leader would see
 		// the follower's server certificate, not the caller's.
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, guard.unary, auth.unary, fwd.unary),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, guard.stream, auth.stream),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, portable.unary, guard.unary, auth.unary, fwd.unary),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, portable.stream, guard.stream, auth.stream),
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, grpc.Creds(cfg.Credentials))

@@ -134,8 +134,9 @@ func (l *leadership) stop() {
 // leader. It runs the establish and revoke steps in raft's order of
 // transitions, and keeps health checks and forwarding waiters in step.
 func (s *Server) monitorLeadership(observations <-chan raft.Observation) {
-	// raft runs before the observer is registered: a leader learned in
-	// between sends no observation, so look once first.
+	// raft starts before the observer is registered: a restarted follower
+	// may have heard from the leader already, and that observation is lost.
+	// Start from what raft knows now.
 	s.updateHealth()
 	for {
 		select {

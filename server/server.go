@@ -49,6 +49,8 @@ type Server struct {
 	instr    *instruments
 	http     *httpServer
 	security transportSecurity
+	// portable checks the entries Apply proposes (backend.go).
+	portable portableGate
 
 	// establishedTerm is the raft term in which this server last became a
 	// ready leader: leader, with every entry committed before it took over
