@@ -113,7 +113,9 @@ func TestHaltOnUnknownEntry(t *testing.T) {
 		if snap.NodeByID(n.GetId()) == nil || s.HaltReason() != nil {
 			t.Fatalf("%s: node missing or halted (%v) after the ignorable entry", s.ID(), s.HaltReason())
 		}
-		digests[s.ID()] = snap.Digest()
+		if digests[s.ID()], err = snap.Digest(); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	haltIndex, resp, err := leader.ApplyRaw([]byte{100, 1, 2, 3})
@@ -152,8 +154,8 @@ func TestHaltOnUnknownEntry(t *testing.T) {
 		if got := snap.Index(); got != haltIndex-1 {
 			t.Errorf("%s: applied index %d, want %d (the entry before the halt)", s.ID(), got, haltIndex-1)
 		}
-		if got := snap.Digest(); !maps.Equal(got, digests[s.ID()]) {
-			t.Errorf("%s: state changed after the halt", s.ID())
+		if got, err := snap.Digest(); err != nil || !maps.Equal(got, digests[s.ID()]) {
+			t.Errorf("%s: state changed after the halt (%v)", s.ID(), err)
 		}
 		if snap.NodeByID(late.GetId()) != nil {
 			t.Errorf("%s applied an entry after the halt", s.ID())
