@@ -18,7 +18,8 @@ import (
 // records, each a record-type byte, a varint length and a message. Records
 // come table by table: the index table, nodes, job versions, jobs,
 // evaluations, allocations (allocations refer to nodes and job versions),
-// servers, job request results.
+// servers, job request results, the release history of allocation
+// addresses.
 var snapshotMagic = []byte("DROVERSNAP")
 
 // snapshotFormatVersion is written in every header. Restore refuses other
@@ -41,6 +42,16 @@ const (
 	recordAlloc      recordType = 6
 	recordServer     recordType = 7
 	recordJobRequest recordType = 8
+
+	// Record types from recordSkippable up carry history a server can do
+	// without: a reader that does not know one skips it (as raft entries
+	// with the ignore-if-unknown flag are skipped), so a snapshot made by a
+	// newer server still restores.
+	recordSkippable recordType = 128
+	// recordIPReleases is one block's address release history. Without it
+	// addresses are still never handed out twice; only the order in which
+	// free ones are reused is lost.
+	recordIPReleases recordType = 128
 )
 
 // Snapshot captures the current state for raft. It is cheap: the state
@@ -101,6 +112,9 @@ func WriteSnapshot(w io.Writer, snap *state.Snapshot, index uint64) error {
 	}
 	for r := range snap.JobRequestResults() {
 		rw.message(recordJobRequest, r, true)
+	}
+	for b := range snap.IPBlockReleases() {
+		rw.message(recordIPReleases, b, true)
 	}
 	return rw.err
 }
@@ -208,6 +222,11 @@ func restoreRecord(r *bufio.Reader, t recordType, rs *state.Restorer) error {
 		return restoreAs(r, &droverv1.ServerMember{}, rs.Server)
 	case recordJobRequest:
 		return restoreAs(r, &droverv1.JobRequestResult{}, rs.JobRequestResult)
+	case recordIPReleases:
+		return restoreAs(r, &droverv1.IPBlockReleases{}, rs.IPBlockReleases)
+	}
+	if t >= recordSkippable {
+		return skipRecord(r)
 	}
 	return fmt.Errorf("unknown snapshot record type %d", t)
 }
@@ -217,6 +236,21 @@ func restoreAs[M vtMessage](r *bufio.Reader, m M, restore func(M) error) error {
 		return err
 	}
 	return restore(m)
+}
+
+// skipRecord reads past a record this server does not know.
+func skipRecord(r *bufio.Reader) error {
+	size, err := binary.ReadUvarint(r)
+	if err != nil {
+		return fmt.Errorf("record length: %w", err)
+	}
+	if size > maxRecordSize {
+		return fmt.Errorf("record of %d bytes exceeds the %d byte limit", size, maxRecordSize)
+	}
+	if _, err := r.Discard(int(size)); err != nil {
+		return fmt.Errorf("record body: %w", err)
+	}
+	return nil
 }
 
 func readMessage(r *bufio.Reader, m vtMessage) error {

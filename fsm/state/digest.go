@@ -11,7 +11,9 @@ import (
 
 // Digest returns, for each table, a SHA-256 over every row in key order,
 // deterministically encoded. Servers that applied the same log have the same
-// digests, so comparing them checks that replicas agree.
+// digests, so comparing them checks that replicas agree. The ip_blocks entry
+// covers the addresses' release history (what is held follows from the
+// allocations), which decides the order addresses are handed out in.
 func (s *Snapshot) Digest() map[string]string {
 	indexes := sha256.New()
 	for table, index := range s.TableIndexes() {
@@ -25,6 +27,7 @@ func (s *Snapshot) Digest() map[string]string {
 		TableEvals:       digestOf(s.Evals()),
 		TableServers:     digestOf(s.Servers()),
 		TableJobRequests: digestOf(s.JobRequestResults()),
+		tableIPBlocks:    digestOf(s.IPBlockReleases()),
 		TableIndex:       hex.EncodeToString(indexes.Sum(nil)),
 	}
 }

@@ -1,22 +1,42 @@
 package state
 
 import (
+	"cmp"
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+	"iter"
 	"math/bits"
 	"net/netip"
+	"slices"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// ipBlock is a row of the derived ip_blocks table: which addresses of one
-// block of 256 (an IPv4 /24, an IPv6 /120) are held by allocations that are
-// not client-terminal. A bitmap per block costs a few bytes per allocation,
-// where a go-memdb index over allocation addresses would cost hundreds, and
-// it answers "is this address held" and "which address of this block is
-// free" without a scan. Rows are immutable; a transaction writes new ones.
+// ipBlock is a row of the ip_blocks table: for one block of 256 addresses
+// (an IPv4 /24, an IPv6 /120), which are held by allocations that are not
+// client-terminal, which were held once and have been released since, and
+// when. A bitmap per block costs a few bytes per address, where a go-memdb
+// index over allocation addresses would cost hundreds, and it answers "is
+// this address held" and "which address of this block was never used"
+// without a scan. Rows are immutable; a transaction writes new ones.
+//
+// held is derived from the allocations and rebuilt on restore; the release
+// history (freed, releasedAt) is state of its own, kept in snapshots, since
+// the allocations that held the addresses are garbage collected.
 type ipBlock struct {
 	// key is the block's first address in 16-byte form.
 	key  string
 	held [4]uint64
+	// freed marks the addresses released and not held since.
+	freed [4]uint64
+	// releasedAt[i] is the raft index of the entry that released freed
+	// address i, zero for the others; nil while no address is freed, so
+	// that blocks whose addresses are all held or unused cost no more.
+	releasedAt *[256]uint64
+	// oldest is the smallest releasedAt of a freed address, zero when
+	// none: what the released index orders blocks by.
+	oldest uint64
 }
 
 // ipBlockKey splits an address into its block key and its offset within
@@ -26,24 +46,43 @@ func ipBlockKey(ip string) (key string, offset uint8, ok bool) {
 	if err != nil {
 		return "", 0, false
 	}
+	key, offset = addrBlockKey(addr)
+	return key, offset, true
+}
+
+func addrBlockKey(addr netip.Addr) (key string, offset uint8) {
 	b := addr.As16()
 	offset = b[15]
 	b[15] = 0
-	return string(b[:]), offset, true
+	return string(b[:]), offset
 }
+
+// blockAddr is the address at offset of the block with key; IPv4 for a
+// block of IPv4-mapped addresses.
+func blockAddr(key string, offset uint8) netip.Addr {
+	var b [16]byte
+	copy(b[:], key)
+	b[15] = offset
+	return netip.AddrFrom16(b).Unmap()
+}
+
+func bit(words *[4]uint64, offset uint8) bool { return words[offset/64]&(1<<(offset%64)) != 0 }
+func setBit(words *[4]uint64, offset uint8)   { words[offset/64] |= 1 << (offset % 64) }
+func clearBit(words *[4]uint64, offset uint8) { words[offset/64] &^= 1 << (offset % 64) }
 
 func (b *ipBlock) has(offset uint8) bool {
-	return b != nil && b.held[offset/64]&(1<<(offset%64)) != 0
+	return b != nil && bit(&b.held, offset)
 }
 
-// firstFree returns the lowest offset at or after from that is not held.
-func (b *ipBlock) firstFree(from uint8) (uint8, bool) {
+// firstNeverUsed returns the lowest offset at or after from that is
+// neither held nor freed.
+func (b *ipBlock) firstNeverUsed(from uint8) (uint8, bool) {
 	for i := int(from); i < 256; {
-		var word uint64
+		var used uint64
 		if b != nil {
-			word = b.held[i/64]
+			used = b.held[i/64] | b.freed[i/64]
 		}
-		free := ^word >> (i % 64)
+		free := ^used >> (i % 64)
 		if free != 0 {
 			off := i + bits.TrailingZeros64(free)
 			if off < (i/64+1)*64 {
@@ -55,6 +94,53 @@ func (b *ipBlock) firstFree(from uint8) (uint8, bool) {
 	return 0, false
 }
 
+// clone returns a copy the transaction may change.
+func (b *ipBlock) clone() *ipBlock {
+	c := *b
+	if b.releasedAt != nil {
+		r := *b.releasedAt
+		c.releasedAt = &r
+	}
+	return &c
+}
+
+// hold marks an address held; it is no longer freed.
+func (b *ipBlock) hold(offset uint8) {
+	setBit(&b.held, offset)
+	clearBit(&b.freed, offset)
+	if b.releasedAt != nil {
+		b.releasedAt[offset] = 0
+	}
+}
+
+// release marks a held address freed by the entry at index.
+func (b *ipBlock) release(offset uint8, index uint64) {
+	clearBit(&b.held, offset)
+	b.markFreed(offset, index)
+}
+
+func (b *ipBlock) markFreed(offset uint8, index uint64) {
+	setBit(&b.freed, offset)
+	if b.releasedAt == nil {
+		b.releasedAt = new([256]uint64)
+	}
+	b.releasedAt[offset] = index
+}
+
+// settle recomputes oldest and drops releasedAt once nothing is freed.
+func (b *ipBlock) settle() {
+	b.oldest = 0
+	if b.freed == [4]uint64{} {
+		b.releasedAt = nil
+		return
+	}
+	for off, at := range b.releasedAt {
+		if at != 0 && bit(&b.freed, uint8(off)) && (b.oldest == 0 || at < b.oldest) {
+			b.oldest = at
+		}
+	}
+}
+
 // holdsIP reports whether an allocation holds its address.
 func holdsIP(a *droverv1.Allocation) bool {
 	return a != nil && a.GetResources().GetIp() != "" && !a.ClientTerminal()
@@ -63,44 +149,54 @@ func holdsIP(a *droverv1.Allocation) bool {
 // ipChanges accumulates a transaction's changes to the ip_blocks table.
 type ipChanges map[string]*ipBlock
 
-// track records that an allocation went from before to after (either may be
-// nil) as far as its address is concerned.
+// trackIP records that an allocation went from before to after (either may
+// be nil) as far as its address is concerned. An address released is
+// stamped with the transaction's raft index: the same on every server.
 func (tx *txn) trackIP(before, after *droverv1.Allocation) {
 	wasHeld, isHeld := holdsIP(before), holdsIP(after)
 	if wasHeld && (!isHeld || before.GetResources().GetIp() != after.GetResources().GetIp()) {
-		tx.setIP(before.GetResources().GetIp(), false)
+		if row, off, ok := tx.ipRow(before.GetResources().GetIp()); ok {
+			row.release(off, tx.index)
+		}
 	}
 	if isHeld && (!wasHeld || before.GetResources().GetIp() != after.GetResources().GetIp()) {
-		tx.setIP(after.GetResources().GetIp(), true)
+		if row, off, ok := tx.ipRow(after.GetResources().GetIp()); ok {
+			row.hold(off)
+		}
 	}
 }
 
-func (tx *txn) setIP(ip string, held bool) {
+// ipRow returns the transaction's writable copy of the block holding ip,
+// and ip's offset in it.
+func (tx *txn) ipRow(ip string) (*ipBlock, uint8, bool) {
 	key, off, ok := ipBlockKey(ip)
 	if !ok {
-		return
+		return nil, 0, false
 	}
+	return tx.ipRowByKey(key), off, true
+}
+
+func (tx *txn) ipRowByKey(key string) *ipBlock {
 	row, ok := tx.ipBlocks[key]
 	if !ok {
-		row = &ipBlock{key: key}
 		if old := get[*ipBlock](tx, tableIPBlocks, key); old != nil {
-			row.held = old.held
+			row = old.clone()
+		} else {
+			row = &ipBlock{key: key}
 		}
 		tx.ipBlocks[key] = row
 	}
-	if held {
-		row.held[off/64] |= 1 << (off % 64)
-	} else {
-		row.held[off/64] &^= 1 << (off % 64)
-	}
+	return row
 }
 
-// flushIPs writes the changed blocks; empty blocks are deleted.
+// flushIPs writes the changed blocks; a block with nothing held or freed
+// is deleted.
 func (tx *txn) flushIPs() {
 	for _, key := range sortedKeys(tx.ipBlocks) {
 		row := tx.ipBlocks[key]
+		row.settle()
 		var err error
-		if row.held == [4]uint64{} {
+		if row.held == [4]uint64{} && row.freed == [4]uint64{} {
 			if old := get[*ipBlock](tx, tableIPBlocks, key); old != nil {
 				err = tx.db.Delete(tableIPBlocks, old)
 			}
@@ -114,6 +210,25 @@ func (tx *txn) flushIPs() {
 	clear(tx.ipBlocks)
 }
 
+// restoreIPReleases lays a snapshot's release history of one block over
+// what the restored allocations hold; an address held stays held.
+func (tx *txn) restoreIPReleases(rec *droverv1.IPBlockReleases) error {
+	block, released := rec.GetBlock(), rec.GetReleasedIndex()
+	if len(block) != 16 || block[15] != 0 {
+		return fmt.Errorf("%w: ip block key %x is not the first address of a block of 256", ErrInvalidEntry, block)
+	}
+	if len(released) > 256 {
+		return fmt.Errorf("%w: ip block %x has %d release indexes, at most 256", ErrInvalidEntry, block, len(released))
+	}
+	row := tx.ipRowByKey(string(block))
+	for off, at := range released {
+		if at != 0 && !bit(&row.held, uint8(off)) {
+			row.markFreed(uint8(off), at)
+		}
+	}
+	return nil
+}
+
 // AllocIPHeld reports whether an allocation that is not client-terminal
 // holds the address.
 func (s *Snapshot) AllocIPHeld(ip string) bool {
@@ -124,15 +239,14 @@ func (s *Snapshot) AllocIPHeld(ip string) bool {
 	return first[*ipBlock](s, tableIPBlocks, indexID, key).has(off)
 }
 
-// FreeIPInBlock returns the first address not held by an allocation in the
-// block of 256 addresses that contains from, starting at from itself. ok is
-// false when the rest of the block is taken.
-func (s *Snapshot) FreeIPInBlock(from netip.Addr) (netip.Addr, bool) {
-	key, off, ok := ipBlockKey(from.String())
-	if !ok {
-		return netip.Addr{}, false
-	}
-	free, ok := first[*ipBlock](s, tableIPBlocks, indexID, key).firstFree(off)
+// NeverUsedIPInBlock returns the first address, at or after from in its
+// block of 256, that no allocation has held (as far as the state's history
+// goes: a server restored from a snapshot without release history counts
+// free addresses as never used). ok is false when the rest of the block
+// has been used.
+func (s *Snapshot) NeverUsedIPInBlock(from netip.Addr) (netip.Addr, bool) {
+	key, off := addrBlockKey(from)
+	free, ok := first[*ipBlock](s, tableIPBlocks, indexID, key).firstNeverUsed(off)
 	if !ok {
 		return netip.Addr{}, false
 	}
@@ -143,4 +257,139 @@ func (s *Snapshot) FreeIPInBlock(from netip.Addr) (netip.Addr, bool) {
 		addr = addr.Unmap()
 	}
 	return addr, true
+}
+
+// ReleasedIPs returns a function that yields, one per call, the addresses
+// that were released and are not held since, the longest released first
+// (those released by one entry in address order), each with the raft index
+// of its release; ok is false once there are no more. It reads blocks
+// lazily, so taking the first few costs little whatever the history holds.
+func (s *Snapshot) ReleasedIPs() func() (addr netip.Addr, index uint64, ok bool) {
+	it, err := s.txn.Get(tableIPBlocks, indexReleased)
+	mustRead(err, tableIPBlocks, indexReleased)
+	s.watch(it.WatchCh())
+	var (
+		h       releaseHeap
+		pending *ipBlock
+		started bool
+	)
+	pull := func() {
+		if obj := it.Next(); obj != nil {
+			pending = obj.(*ipBlock)
+		} else {
+			pending = nil
+		}
+	}
+	return func() (netip.Addr, uint64, bool) {
+		if !started {
+			started = true
+			pull()
+		}
+		// Blocks come in order of their oldest release; a block joins the
+		// merge once its oldest is no newer than the merge's next address.
+		for pending != nil && (h.Len() == 0 || pending.oldest <= h[0].at()) {
+			heap.Push(&h, newReleaseCursor(pending))
+			pull()
+		}
+		if h.Len() == 0 {
+			return netip.Addr{}, 0, false
+		}
+		c := h[0]
+		addr, at := blockAddr(c.block.key, c.offsets[c.next]), c.at()
+		c.next++
+		if c.next == len(c.offsets) {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+		return addr, at, true
+	}
+}
+
+// releaseCursor walks one block's freed addresses in release order.
+type releaseCursor struct {
+	block   *ipBlock
+	offsets []uint8
+	next    int
+}
+
+func newReleaseCursor(b *ipBlock) *releaseCursor {
+	c := &releaseCursor{block: b}
+	for off, at := range b.releasedAt {
+		if at != 0 && bit(&b.freed, uint8(off)) {
+			c.offsets = append(c.offsets, uint8(off))
+		}
+	}
+	slices.SortStableFunc(c.offsets, func(x, y uint8) int { return cmp.Compare(b.releasedAt[x], b.releasedAt[y]) })
+	return c
+}
+
+func (c *releaseCursor) at() uint64 { return c.block.releasedAt[c.offsets[c.next]] }
+
+// releaseHeap orders cursors by their next address's release index, then
+// by address.
+type releaseHeap []*releaseCursor
+
+func (h releaseHeap) Len() int { return len(h) }
+func (h releaseHeap) Less(i, j int) bool {
+	if a, b := h[i].at(), h[j].at(); a != b {
+		return a < b
+	}
+	if h[i].block.key != h[j].block.key {
+		return h[i].block.key < h[j].block.key
+	}
+	return h[i].offsets[h[i].next] < h[j].offsets[h[j].next]
+}
+func (h releaseHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *releaseHeap) Push(x any)   { *h = append(*h, x.(*releaseCursor)) }
+func (h *releaseHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+// IPBlockReleases iterates, in block order, the release history of every
+// block with a freed address: what snapshots keep of the ip_blocks table.
+func (s *Snapshot) IPBlockReleases() iter.Seq[*droverv1.IPBlockReleases] {
+	return func(yield func(*droverv1.IPBlockReleases) bool) {
+		for b := range all[*ipBlock](s, tableIPBlocks, indexID) {
+			if b.releasedAt == nil {
+				continue
+			}
+			rec := &droverv1.IPBlockReleases{Block: []byte(b.key)}
+			last := 0
+			for off, at := range b.releasedAt {
+				if at != 0 {
+					last = off + 1
+				}
+			}
+			rec.ReleasedIndex = slices.Clone(b.releasedAt[:last])
+			if !yield(rec) {
+				return
+			}
+		}
+	}
+}
+
+// releasedIndex orders the blocks that have a freed address by their
+// oldest release, then by block; the others are left out.
+type releasedIndex struct{}
+
+func (releasedIndex) FromObject(obj any) (bool, []byte, error) {
+	b, ok := obj.(*ipBlock)
+	if !ok {
+		return false, nil, fmt.Errorf("released index: unexpected object %T", obj)
+	}
+	if b.oldest == 0 {
+		return false, nil, nil
+	}
+	return true, append(binary.BigEndian.AppendUint64(nil, b.oldest), b.key...), nil
+}
+
+func (releasedIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 0 {
+		return nil, fmt.Errorf("released index: takes no arguments, got %d", len(args))
+	}
+	return nil, nil
 }

@@ -41,13 +41,13 @@ func TestAllocIPHeldUntilClientTerminal(t *testing.T) {
 	f.report(node.GetId(), droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, allocs[0].GetId())
 	held(false, true)
 
-	// The next free address of the block skips the held one.
-	from := netip.MustParseAddr(ip2)
-	if got, ok := f.s.Snapshot().FreeIPInBlock(from); !ok || got == from {
-		t.Errorf("FreeIPInBlock(%s) = %s, %v; want another address", from, got, ok)
-	}
-	if got, ok := f.s.Snapshot().FreeIPInBlock(netip.MustParseAddr(ip1)); !ok || got.String() != ip1 {
-		t.Errorf("FreeIPInBlock(%s) = %s, %v; want the released address itself", ip1, got, ok)
+	// The next never-used address of the block skips the held one and
+	// the released one.
+	for _, ip := range []string{ip1, ip2} {
+		from := netip.MustParseAddr(ip)
+		if got, ok := f.s.Snapshot().NeverUsedIPInBlock(from); !ok || got == from {
+			t.Errorf("NeverUsedIPInBlock(%s) = %s, %v; want another address", from, got, ok)
+		}
 	}
 
 	restored := restoreCopy(t, f.s)
@@ -56,10 +56,14 @@ func TestAllocIPHeldUntilClientTerminal(t *testing.T) {
 	}
 }
 
-func TestIPBlockFirstFree(t *testing.T) {
+func TestIPBlockFirstNeverUsed(t *testing.T) {
 	var b ipBlock
 	for i := 0; i < 70; i++ {
-		b.held[i/64] |= 1 << (i % 64)
+		if i%2 == 0 {
+			b.hold(uint8(i))
+		} else {
+			b.release(uint8(i), 7)
+		}
 	}
 	tests := []struct {
 		from uint8
@@ -67,19 +71,19 @@ func TestIPBlockFirstFree(t *testing.T) {
 		ok   bool
 	}{{0, 70, true}, {63, 70, true}, {70, 70, true}, {200, 200, true}, {255, 255, true}}
 	for _, tt := range tests {
-		got, ok := b.firstFree(tt.from)
+		got, ok := b.firstNeverUsed(tt.from)
 		if got != tt.want || ok != tt.ok {
-			t.Errorf("firstFree(%d) = %d, %v; want %d, %v", tt.from, got, ok, tt.want, tt.ok)
+			t.Errorf("firstNeverUsed(%d) = %d, %v; want %d, %v", tt.from, got, ok, tt.want, tt.ok)
 		}
 	}
 	var full ipBlock
 	full.held = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
-	if _, ok := full.firstFree(0); ok {
-		t.Error("firstFree on a full block found an address")
+	if _, ok := full.firstNeverUsed(0); ok {
+		t.Error("firstNeverUsed on a full block found an address")
 	}
 	var nilBlock *ipBlock
-	if got, ok := nilBlock.firstFree(9); !ok || got != 9 {
-		t.Errorf("nil block firstFree(9) = %d, %v", got, ok)
+	if got, ok := nilBlock.firstNeverUsed(9); !ok || got != 9 {
+		t.Errorf("nil block firstNeverUsed(9) = %d, %v", got, ok)
 	}
 }
 

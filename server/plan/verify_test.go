@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -241,7 +242,7 @@ func TestVerifyPlan(t *testing.T) {
 				ov = newOverlay()
 				ov.add(inflight)
 			}
-			ver := verifyPlan(f.st.Snapshot(), p, ov)
+			ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{})
 			checkVerification(t, p, ver, want)
 		})
 	}

@@ -131,6 +131,67 @@ func (x *TableIndex) GetIndex() uint64 {
 	return 0
 }
 
+// IPBlockReleases is a snapshot record of one block of 256 allocation
+// addresses (an IPv4 /24, an IPv6 /120): when each of its free addresses was
+// last released. Which addresses are held is rebuilt from the allocations;
+// this is the history that outlives them (garbage collection removes
+// allocations, not the order their addresses were freed in).
+type IPBlockReleases struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The block's first address in 16-byte form (IPv4 mapped into IPv6).
+	Block []byte `protobuf:"bytes,1,opt,name=block,proto3" json:"block,omitempty"`
+	// released_index[i] is the raft index of the entry that released the
+	// block's address i; 0 for an address held or never used. Trailing zeros
+	// are left out.
+	ReleasedIndex []uint64 `protobuf:"varint,2,rep,packed,name=released_index,json=releasedIndex,proto3" json:"released_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPBlockReleases) Reset() {
+	*x = IPBlockReleases{}
+	mi := &file_drover_v1_snapshot_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPBlockReleases) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPBlockReleases) ProtoMessage() {}
+
+func (x *IPBlockReleases) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_snapshot_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPBlockReleases.ProtoReflect.Descriptor instead.
+func (*IPBlockReleases) Descriptor() ([]byte, []int) {
+	return file_drover_v1_snapshot_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IPBlockReleases) GetBlock() []byte {
+	if x != nil {
+		return x.Block
+	}
+	return nil
+}
+
+func (x *IPBlockReleases) GetReleasedIndex() []uint64 {
+	if x != nil {
+		return x.ReleasedIndex
+	}
+	return nil
+}
+
 var File_drover_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_drover_v1_snapshot_proto_rawDesc = "" +
@@ -143,7 +204,10 @@ const file_drover_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
 	"TableIndex\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05indexB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\x05index\x18\x02 \x01(\x04R\x05index\"N\n" +
+	"\x0fIPBlockReleases\x12\x14\n" +
+	"\x05block\x18\x01 \x01(\fR\x05block\x12%\n" +
+	"\x0ereleased_index\x18\x02 \x03(\x04R\rreleasedIndexB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_snapshot_proto_rawDescOnce sync.Once
@@ -157,10 +221,11 @@ func file_drover_v1_snapshot_proto_rawDescGZIP() []byte {
 	return file_drover_v1_snapshot_proto_rawDescData
 }
 
-var file_drover_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_drover_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_drover_v1_snapshot_proto_goTypes = []any{
-	(*SnapshotHeader)(nil), // 0: drover.v1.SnapshotHeader
-	(*TableIndex)(nil),     // 1: drover.v1.TableIndex
+	(*SnapshotHeader)(nil),  // 0: drover.v1.SnapshotHeader
+	(*TableIndex)(nil),      // 1: drover.v1.TableIndex
+	(*IPBlockReleases)(nil), // 2: drover.v1.IPBlockReleases
 }
 var file_drover_v1_snapshot_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -181,7 +246,7 @@ func file_drover_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_snapshot_proto_rawDesc), len(file_drover_v1_snapshot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
