@@ -304,6 +304,9 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		t.Errorf("restored state differs:\n%s", diff)
 	}
 	rs := restored.fsm.State().Snapshot()
+	if releaseOrder(rs) == "" {
+		t.Errorf("restored state has no released address; populate releases one")
+	}
 	if rs.ServerByID("server-a") == nil || rs.ServerByID("server-c") != nil || rs.JobRequestResult("stop-old") == nil || rs.JobRequestResult("reg-batch") == nil {
 		t.Errorf("restored state lacks the servers or job request results populate wrote")
 	}
@@ -339,6 +342,40 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 			}
 			if target.fsm.State().Snapshot().NodeByID(n.GetId()) == nil {
 				t.Errorf("a failed restore replaced the state")
+			}
+		})
+	}
+}
+
+// TestRestoreSkipsSkippableRecords checks that a record of a type this
+// server does not know is skipped when its type is marked skippable (a
+// newer server's history) and refused otherwise.
+func TestRestoreSkipsSkippableRecords(t *testing.T) {
+	h := newHarness(t)
+	h.populate()
+	var good strings.Builder
+	if err := WriteSnapshot(&good, h.fsm.State().Snapshot(), h.index); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		record string
+		ok     bool
+	}{
+		{"skippable", "\xf0\x03abc", true},
+		{"not skippable", "\x7f\x03abc", false},
+		{"skippable but truncated", "\xf0\x05abc", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := newHarness(t)
+			err := target.fsm.Restore(io.NopCloser(strings.NewReader(good.String() + tc.record)))
+			if (err == nil) != tc.ok {
+				t.Fatalf("Restore = %v, want ok %v", err, tc.ok)
+			}
+			if err == nil {
+				if diff := stateDiff(h.fsm.State().Snapshot(), target.fsm.State().Snapshot()); diff != "" {
+					t.Errorf("restored state differs:\n%s", diff)
+				}
 			}
 		})
 	}
