@@ -59,6 +59,9 @@ type Picker struct {
 	// neverUsedGone is set once a search has found no never-used address
 	// left: the view does not change, so none will appear.
 	neverUsedGone bool
+	// picked are the never-used addresses handed out, which the view still
+	// counts as never used when a search comes round to them again.
+	picked map[netip.Addr]struct{}
 	// released yields the freed addresses by age; nil until needed.
 	released func() (netip.Addr, uint64, bool)
 }
@@ -141,7 +144,11 @@ func (p *Picker) neverUsed() (netip.Addr, bool) {
 		end := p.blockEnd(addr)
 		if found {
 			if f := offsetOf(base, free); p.prefix.Contains(free) && f <= end {
-				if !p.taken(free) {
+				if _, again := p.picked[free]; !again && !p.taken(free) {
+					if p.picked == nil {
+						p.picked = make(map[netip.Addr]struct{})
+					}
+					p.picked[free] = struct{}{}
 					p.started, p.cursor = true, f+1
 					if p.cursor > p.hi {
 						p.cursor = p.lo
