@@ -219,7 +219,7 @@ func (fakeState) JobVersion(string, uint64) *droverv1.Job              { return 
 func (fakeState) AllocsByJob(string) ([]*droverv1.Allocation, uint64)  { return nil, 0 }
 func (fakeState) AllocsByNode(string) ([]*droverv1.Allocation, uint64) { return nil, 0 }
 func (fakeState) AllocIPHeld(string) bool                              { return false }
-func (fakeState) NeverUsedIPInBlock(a netip.Addr) (netip.Addr, bool)   { return a, true }
+func (fakeState) NeverUsedIP(from, _ netip.Addr) (netip.Addr, bool)    { return from, true }
 func (fakeState) ReleasedIPs() func() (netip.Addr, uint64, bool) {
 	return func() (netip.Addr, uint64, bool) { return netip.Addr{}, 0, false }
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"net/netip"
 	"runtime"
 	"slices"
 	"testing"
@@ -157,5 +158,30 @@ func BenchmarkIPReleaseHistory(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/addrs, "bytes/address")
 		runtime.KeepAlive(f)
+	}
+}
+
+// BenchmarkNeverUsedIPUsedUp times the search for a never-used address in
+// a /10 (the default allocation network, 16,384 blocks) every address of
+// which has been used: the answer that there is none, which a scheduling
+// pass needs once before it turns to released addresses.
+//
+//	go test -run '^$' -bench NeverUsedIPUsedUp -count 5 ./fsm/state/
+func BenchmarkNeverUsedIPUsedUp(b *testing.B) {
+	f := newFixture(b)
+	network := netip.MustParsePrefix("100.64.0.0/10")
+	tx := newTxn(f.s.db.Load(), 1)
+	for a := network.Addr(); network.Contains(a); a = a.Next() {
+		key, off := addrBlockKey(a)
+		tx.ipRowByKey(key).markFreed(off, 1)
+	}
+	tx.flushIPs()
+	tx.db.Commit()
+	snap := f.s.Snapshot()
+	first, last := network.Addr().Next(), netip.MustParseAddr("100.127.255.254")
+	for b.Loop() {
+		if addr, ok := snap.NeverUsedIP(first, last); ok {
+			b.Fatalf("found %s in a used-up network", addr)
+		}
 	}
 }

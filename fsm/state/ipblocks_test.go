@@ -49,8 +49,8 @@ func TestAllocIPHeldUntilClientTerminal(t *testing.T) {
 	// the released one.
 	for _, ip := range []string{ip1, ip2} {
 		from := netip.MustParseAddr(ip)
-		if got, ok := f.s.Snapshot().NeverUsedIPInBlock(from); !ok || got == from {
-			t.Errorf("NeverUsedIPInBlock(%s) = %s, %v; want another address", from, got, ok)
+		if got, ok := f.s.Snapshot().NeverUsedIP(from, netip.MustParseAddr("10.0.0.255")); !ok || got == from {
+			t.Errorf("NeverUsedIP(%s) = %s, %v; want another address", from, got, ok)
 		}
 	}
 
@@ -204,8 +204,8 @@ func TestReleasedIPsOrder(t *testing.T) {
 		{"10.0.1.2", "10.0.1.3"}, // held
 		{"10.0.1.0", "10.0.1.0"},
 	} {
-		if got, ok := snap.NeverUsedIPInBlock(netip.MustParseAddr(tc.from)); !ok || got.String() != tc.want {
-			t.Errorf("NeverUsedIPInBlock(%s) = %s, %v; want %s", tc.from, got, ok, tc.want)
+		if got, ok := snap.NeverUsedIP(netip.MustParseAddr(tc.from), netip.MustParseAddr("10.255.255.255")); !ok || got.String() != tc.want {
+			t.Errorf("NeverUsedIP(%s) = %s, %v; want %s", tc.from, got, ok, tc.want)
 		}
 	}
 }
@@ -391,4 +391,60 @@ func TestDigestCoversIPReleases(t *testing.T) {
 	if again := build([]int{0, 1}); again[tableIPBlocks] != d01[tableIPBlocks] {
 		t.Fatalf("ip_blocks digest of the same history differs: %s vs %s", again[tableIPBlocks], d01[tableIPBlocks])
 	}
+}
+
+// markUsed writes, as one transaction at index, the addresses of each
+// prefix as released there (used, not held), the way many allocations
+// that came and went would leave them.
+func markUsed(t *testing.T, s *StateStore, index uint64, prefixes ...string) {
+	t.Helper()
+	tx := newTxn(s.db.Load(), index)
+	for _, p := range prefixes {
+		prefix := netip.MustParsePrefix(p)
+		for a := prefix.Addr(); prefix.Contains(a); a = a.Next() {
+			key, off := addrBlockKey(a)
+			tx.ipRowByKey(key).markFreed(off, index)
+		}
+	}
+	tx.flushIPs()
+	tx.db.Commit()
+}
+
+// TestNeverUsedIP checks the search for a never-used address across
+// blocks and spans of 256 blocks, used up or not, within its bounds; and
+// that a restore rebuilds what it skips by.
+func TestNeverUsedIP(t *testing.T) {
+	f := newFixture(t)
+	markUsed(t, f.s, 1, "10.0.0.0/24", "10.0.1.0/29", "10.0.1.8/30", "10.1.0.0/16", "10.2.0.0/24", "fd00::/119")
+	cases := []struct{ from, last, want string }{
+		{"10.0.0.5", "10.0.255.255", "10.0.1.12"},
+		{"10.0.1.12", "10.0.1.12", "10.0.1.12"},
+		{"10.0.0.0", "10.0.1.11", ""},
+		{"10.1.0.0", "10.3.0.0", "10.2.1.0"}, // a used-up span, then a used-up block
+		{"10.1.200.7", "10.1.255.255", ""},
+		{"10.0.255.255", "10.2.255.255", "10.0.255.255"},
+		{"10.5.0.1", "10.5.0.1", "10.5.0.1"},
+		{"fd00::17", "fd00::ffff", "fd00::200"},
+		{"fd00::17", "fd00::1ff", ""},
+	}
+	check := func(t *testing.T, snap *Snapshot) {
+		t.Helper()
+		for _, tc := range cases {
+			got, ok := snap.NeverUsedIP(netip.MustParseAddr(tc.from), netip.MustParseAddr(tc.last))
+			if tc.want == "" {
+				if ok {
+					t.Errorf("NeverUsedIP(%s, %s) = %s, want none", tc.from, tc.last, got)
+				}
+				continue
+			}
+			if !ok || got.String() != tc.want {
+				t.Errorf("NeverUsedIP(%s, %s) = %s, %v; want %s", tc.from, tc.last, got, ok, tc.want)
+			}
+		}
+	}
+	check(t, f.s.Snapshot())
+	if n := len(slices.Collect(all[*ipSpan](f.s.Snapshot(), tableIPSpans, indexID))); n != 4 {
+		t.Errorf("%d span rows, want 4: 10.0/16, 10.1/16, 10.2/16 and fd00::/112 have used-up blocks", n)
+	}
+	t.Run("after restore", func(t *testing.T) { check(t, restoreCopy(t, f.s).Snapshot()) })
 }

@@ -28,6 +28,9 @@ const (
 	// are held (derived, rebuilt from the allocations) and when the free
 	// ones were last released (kept in snapshots; see ipblocks.go).
 	tableIPBlocks = "ip_blocks"
+	// tableIPSpans is derived from ip_blocks: which blocks of each span of
+	// 256 blocks have no never-used address left.
+	tableIPSpans = "ip_spans"
 )
 
 // Index names.
@@ -129,6 +132,12 @@ func schema() *memdb.DBSchema {
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID:       {Name: indexID, Unique: true, Indexer: stringIndex[*ipBlock]{get: func(b *ipBlock) string { return b.key }}},
 				indexReleased: {Name: indexReleased, Unique: true, AllowMissing: true, Indexer: releasedIndex{}},
+			},
+		},
+		tableIPSpans: {
+			Name: tableIPSpans,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*ipSpan]{get: func(sp *ipSpan) string { return sp.key }}},
 			},
 		},
 		tableJobAllocs: {

@@ -17,10 +17,9 @@ import (
 
 // Source is what the state store knows about the network's addresses.
 type Source interface {
-	// NeverUsedIPInBlock returns the first address, at or after from in
-	// its block of 256, that no allocation has held. ok is false when the
-	// rest of the block has been used.
-	NeverUsedIPInBlock(from netip.Addr) (netip.Addr, bool)
+	// NeverUsedIP returns the first address from from through last that
+	// no allocation has held; ok is false when there is none.
+	NeverUsedIP(from, last netip.Addr) (netip.Addr, bool)
 	// ReleasedIPs returns a function that yields, one per call, the
 	// addresses released and not held since, the longest released first,
 	// with the raft index of the release; ok is false at the end.
@@ -29,7 +28,7 @@ type Source interface {
 
 // Picker hands out free addresses of one network, each at most once.
 // Never-used addresses all count as equally old, so the first is searched
-// from a random place and later ones follow it: pickers running at once on
+// from a random place and later ones follow it (wrapping around): pickers running at once on
 // different workers draw from different stretches of the network rather
 // than all wanting the same address. Released addresses are handed out
 // strictly by age; pickers running at once want the same ones, and the
@@ -128,41 +127,41 @@ func UsableOffsets(prefix netip.Prefix) (lo, hi uint64, ok bool) {
 	return lo, hi, hostBits > 0 && lo <= hi
 }
 
-// neverUsed scans upward (wrapping around) from the cursor, a block of 256
-// at a time, for an address no allocation has held and this picker has
-// not handed out.
+// neverUsed searches upward from the cursor to the end of the usable
+// range, then from its start up to the cursor, for an address no
+// allocation has held and this picker has not handed out.
 func (p *Picker) neverUsed() (netip.Addr, bool) {
-	base := p.prefix.Addr()
-	span := p.hi - p.lo + 1
-	off := p.cursor
+	start := p.cursor
 	if !p.started {
-		off = p.lo + p.start(span)
+		start = p.lo + p.start(p.hi-p.lo+1)
 	}
-	for scanned := uint64(0); scanned < span; {
-		addr := addrAt(base, off)
-		free, found := p.src.NeverUsedIPInBlock(addr)
-		end := p.blockEnd(addr)
-		if found {
-			if f := offsetOf(base, free); p.prefix.Contains(free) && f <= end {
-				if _, again := p.picked[free]; !again && !p.taken(free) {
-					if p.picked == nil {
-						p.picked = make(map[netip.Addr]struct{})
-					}
-					p.picked[free] = struct{}{}
-					p.started, p.cursor = true, f+1
-					if p.cursor > p.hi {
-						p.cursor = p.lo
-					}
-					return free, true
-				}
-				end = f
+	segments := [][2]uint64{{start, p.hi}}
+	if start > p.lo {
+		segments = append(segments, [2]uint64{p.lo, start - 1})
+	}
+	base := p.prefix.Addr()
+	for _, seg := range segments {
+		from, last := addrAt(base, seg[0]), addrAt(base, seg[1])
+		for {
+			free, ok := p.src.NeverUsedIP(from, last)
+			if !ok {
+				break
 			}
-		}
-		// Nothing usable from off through end.
-		scanned += end - off + 1
-		off = end + 1
-		if off > p.hi {
-			off = p.lo
+			if _, again := p.picked[free]; !again && !p.taken(free) {
+				if p.picked == nil {
+					p.picked = make(map[netip.Addr]struct{})
+				}
+				p.picked[free] = struct{}{}
+				p.started, p.cursor = true, offsetOf(base, free)+1
+				if p.cursor > p.hi {
+					p.cursor = p.lo
+				}
+				return free, true
+			}
+			if free == last {
+				break
+			}
+			from = free.Next()
 		}
 	}
 	return netip.Addr{}, false
@@ -187,21 +186,6 @@ func (p *Picker) oldestReleased() (netip.Addr, bool) {
 			return addr, true
 		}
 	}
-}
-
-// blockEnd returns the offset of the last usable address of addr's block
-// of 256, or of the usable range if sooner.
-func (p *Picker) blockEnd(addr netip.Addr) uint64 {
-	b := addr.As16()
-	b[15] = 0xff
-	last := netip.AddrFrom16(b)
-	if addr.Is4() {
-		last = last.Unmap()
-	}
-	if !p.prefix.Contains(last) {
-		return p.hi
-	}
-	return min(offsetOf(p.prefix.Addr(), last), p.hi)
 }
 
 // addrAt returns the address off past base, a prefix's first address.

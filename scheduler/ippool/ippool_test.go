@@ -25,15 +25,13 @@ func newSource(held []string, released map[string]uint64) *fakeSource {
 	return s
 }
 
-func (s *fakeSource) NeverUsedIPInBlock(from netip.Addr) (netip.Addr, bool) {
-	for a := from; ; a = a.Next() {
+func (s *fakeSource) NeverUsedIP(from, last netip.Addr) (netip.Addr, bool) {
+	for a := from; a.Compare(last) <= 0; a = a.Next() {
 		if !s.held[a] && s.released[a] == 0 {
 			return a, true
 		}
-		if b := a.As16(); b[15] == 0xff {
-			return netip.Addr{}, false
-		}
 	}
+	return netip.Addr{}, false
 }
 
 func (s *fakeSource) ReleasedIPs() func() (netip.Addr, uint64, bool) {
