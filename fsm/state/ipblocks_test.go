@@ -198,6 +198,11 @@ func TestReleasedIPsOrder(t *testing.T) {
 	}
 
 	snap := f.s.Snapshot()
+	for ip, want := range map[string]uint64{"10.0.0.3": f.index, "10.0.0.7": i2, "10.0.1.2": 0, "10.0.0.4": 0, "bogus": 0} {
+		if got := snap.IPReleasedAt(ip); got != want {
+			t.Errorf("IPReleasedAt(%s) = %d, want %d", ip, got, want)
+		}
+	}
 	for _, tc := range []struct{ from, want string }{
 		{"10.0.0.3", "10.0.0.4"}, // released, not never-used
 		{"10.0.0.7", "10.0.0.8"},

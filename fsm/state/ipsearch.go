@@ -25,6 +25,20 @@ func (s *Snapshot) AllocIPHeld(ip string) bool {
 	return first[*ipBlock](s, tableIPBlocks, indexID, key).has(off)
 }
 
+// IPReleasedAt returns the raft index of the entry that last released a
+// free address; zero for an address held or never used.
+func (s *Snapshot) IPReleasedAt(ip string) uint64 {
+	key, off, ok := ipBlockKey(ip)
+	if !ok {
+		return 0
+	}
+	b := first[*ipBlock](s, tableIPBlocks, indexID, key)
+	if b == nil || b.releasedAt == nil || !bit(&b.freed, off) {
+		return 0
+	}
+	return b.releasedAt[off]
+}
+
 // NeverUsedIP returns the first address from from through last (of one
 // family) that no allocation has held, as far as the state's history goes:
 // a server restored from a snapshot without release history counts free

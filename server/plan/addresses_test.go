@@ -81,6 +81,22 @@ var addrCases = []addrCase{
 		ips:  [][]string{{"10.7.0.13"}, {"10.7.0.10"}},
 	},
 	{
+		name: "released again since the plan was made: the longest released", pool: addrPool,
+		build: func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation) {
+			n := f.node(ready)
+			all := f.fill(n, j, "10.7.0.9", "10.7.0.10", "10.7.0.11", "10.7.0.12", "10.7.0.13", "10.7.0.14")
+			f.release(all[2], all[4])
+			// The scheduler saw .11 as the longest released and picked it;
+			// another plan took it and its allocation ended meanwhile.
+			p := newPlan(ev, nodePlan(n, []*droverv1.Allocation{ipAt(f.alloc(n, j, 10, 10), "10.7.0.11")}))
+			p.SnapshotIndex = f.st.Snapshot().Index()
+			f.release(f.fill(n, j, "10.7.0.11")...)
+			return p, nil
+		},
+		want: []string{""},
+		ips:  [][]string{{"10.7.0.13"}},
+	},
+	{
 		name: "held by the plan in flight", pool: addrPool,
 		build: func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation) {
 			n := f.node(ready)

@@ -212,7 +212,7 @@ func (v *verifier) fits(node *droverv1.Node, np *droverv1.NodePlan, existing []*
 // assignAddresses checks that no planned allocation takes an address that
 // another allocation anywhere in the cluster holds: in the snapshot, in
 // the plan in flight, on a node of this plan accepted earlier, or on this
-// same node. A new placement whose address is held gets the address the
+// same node; nor one released again since the plan's snapshot. A new placement whose address is held gets the address the
 // scheduler would pick on this newest state (never-used, else released
 // longest ago) in a copy of the node plan; concurrent plans all want the
 // oldest released addresses, and this way the later one is not dropped for
@@ -269,6 +269,11 @@ func (v *verifier) ipTaken(id, ip string, here map[string]string) string {
 	}
 	if v.snap.AllocIPHeld(ip) {
 		return fmt.Sprintf("%s %s already held by another allocation", fit.DimensionIP, ip)
+	}
+	if at := v.snap.IPReleasedAt(ip); at > v.plan.GetSnapshotIndex() {
+		// Held and released again since the scheduler saw it: it is now
+		// the most recently released, not the oldest it was picked as.
+		return fmt.Sprintf("%s %s released again at index %d, after the plan's snapshot", fit.DimensionIP, ip, at)
 	}
 	return ""
 }
