@@ -28,12 +28,12 @@ type Source interface {
 
 // Picker hands out free addresses of one network, each at most once.
 // Never-used addresses all count as equally old, so the first is searched
-// from a random place and later ones follow it (wrapping around): pickers running at once on
-// different workers draw from different stretches of the network rather
-// than all wanting the same address. Released addresses are handed out
-// strictly by age; pickers running at once want the same ones, and the
-// plan applier gives a placement whose address was taken meanwhile the
-// next one by the same rule rather than dropping it.
+// from a random place and later ones follow it (wrapping around): pickers
+// running at once on different workers draw from different stretches of
+// the network rather than all wanting the same address. Released addresses
+// are handed out strictly by age; pickers running at once want the same
+// ones, and the plan applier gives a placement whose address was taken
+// meanwhile the next one by the same rule rather than dropping it.
 //
 // A Picker works on one unchanging view of the state and is not safe for
 // concurrent use.
@@ -100,8 +100,8 @@ func (p *Picker) Pick() (netip.Addr, bool) {
 	return p.oldestReleased()
 }
 
-// Contains reports whether addr is a usable address of the network.
-func (p *Picker) Contains(addr netip.Addr) bool {
+// contains reports whether addr is a usable address of the network.
+func (p *Picker) contains(addr netip.Addr) bool {
 	if !p.ok || !p.prefix.Contains(addr) {
 		return false
 	}
@@ -182,7 +182,7 @@ func (p *Picker) oldestReleased() (netip.Addr, bool) {
 			// The state writes IPv4-mapped addresses as IPv4.
 			addr = netip.AddrFrom16(addr.As16())
 		}
-		if p.Contains(addr) && !p.taken(addr) {
+		if p.contains(addr) && !p.taken(addr) {
 			return addr, true
 		}
 	}
