@@ -28,6 +28,9 @@ func stateDiff(a, b *state.Snapshot) string {
 	if x, y := releaseOrder(a), releaseOrder(b); x != y {
 		fmt.Fprintf(&out, "released addresses: %s != %s\n", x, y)
 	}
+	if am, bm := a.ClusterMetadata(), b.ClusterMetadata(); !proto.Equal(am, bm) {
+		fmt.Fprintf(&out, "cluster metadata: %v != %v\n", am, bm)
+	}
 	ai, bi := map[string]uint64{}, map[string]uint64{}
 	for t, i := range a.TableIndexes() {
 		ai[t] = i

@@ -1,10 +1,12 @@
 package fsm
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,32 +243,6 @@ func TestApplyServerEntries(t *testing.T) {
 	}
 }
 
-func TestApplyUnknownTypes(t *testing.T) {
-	h := newHarness(t)
-	ignorable := []byte{byte(droverv1.IgnoreUnknownTypeFlag) | 5, 1, 2, 3}
-	if resp := h.fsm.Apply(&raft.Log{Index: 7, Data: ignorable}); resp != nil {
-		t.Errorf("ignorable entry: response %v, want nil", resp)
-	}
-	if got := h.fsm.State().LatestIndex(); got != 7 {
-		t.Errorf("latest index after an ignored entry = %d, want 7", got)
-	}
-
-	for name, data := range map[string][]byte{
-		"unknown type":  {99, 1, 2},
-		"empty entry":   nil,
-		"corrupt entry": {byte(droverv1.MessageTypeNodeRegister), 0xff, 0xff, 0xff},
-	} {
-		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("Apply did not panic")
-				}
-			}()
-			h.fsm.Apply(&raft.Log{Index: 8, Data: data})
-		})
-	}
-}
-
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	h := newHarness(t)
 	h.populate()
@@ -347,37 +323,32 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	}
 }
 
-// TestRestoreSkipsSkippableRecords checks that a record of a type this
-// server does not know is skipped when its type is marked skippable (a
-// newer server's history) and refused otherwise.
-func TestRestoreSkipsSkippableRecords(t *testing.T) {
+// TestSnapshotHeaderCarriesIPReleases checks that the release history
+// travels in the header, where a server of a release without it skips it
+// as an unknown field, and not as records, which such a server refuses.
+func TestSnapshotHeaderCarriesIPReleases(t *testing.T) {
 	h := newHarness(t)
 	h.populate()
-	var good strings.Builder
-	if err := WriteSnapshot(&good, h.fsm.State().Snapshot(), h.index); err != nil {
+	var buf strings.Builder
+	if err := WriteSnapshot(&buf, h.fsm.State().Snapshot(), h.index); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name   string
-		record string
-		ok     bool
-	}{
-		{"skippable", "\xf0\x03abc", true},
-		{"not skippable", "\x7f\x03abc", false},
-		{"skippable but truncated", "\xf0\x05abc", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			target := newHarness(t)
-			err := target.fsm.Restore(io.NopCloser(strings.NewReader(good.String() + tc.record)))
-			if (err == nil) != tc.ok {
-				t.Fatalf("Restore = %v, want ok %v", err, tc.ok)
-			}
-			if err == nil {
-				if diff := stateDiff(h.fsm.State().Snapshot(), target.fsm.State().Snapshot()); diff != "" {
-					t.Errorf("restored state differs:\n%s", diff)
-				}
-			}
-		})
+	data, err := readRecord(bufio.NewReader(strings.NewReader(buf.String()[len(snapshotMagic):])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header droverv1.SnapshotHeader
+	if err := header.UnmarshalVT(data); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Collect(h.fsm.State().Snapshot().IPBlockReleases())
+	if len(want) == 0 || len(header.GetIpReleases()) != len(want) {
+		t.Fatalf("header has %d blocks of release history, want %d (populate releases an address)", len(header.GetIpReleases()), len(want))
+	}
+	for i, b := range header.GetIpReleases() {
+		if !b.EqualVT(want[i]) {
+			t.Errorf("block %d of the header's history: %v, want %v", i, b, want[i])
+		}
 	}
 }
 
@@ -392,7 +363,7 @@ func TestDigestMatchesAfterRestore(t *testing.T) {
 	if err := restored.fsm.Restore(io.NopCloser(strings.NewReader(buf.String()))); err != nil {
 		t.Fatal(err)
 	}
-	want, got := h.fsm.State().Snapshot().Digest(), restored.fsm.State().Snapshot().Digest()
+	want, got := mustDigest(t, h.fsm.State().Snapshot()), mustDigest(t, restored.fsm.State().Snapshot())
 	for table, d := range want {
 		if got[table] != d {
 			t.Errorf("table %s: digest %s after restore, want %s", table, got[table], d)
@@ -400,9 +371,18 @@ func TestDigestMatchesAfterRestore(t *testing.T) {
 	}
 	// A single change shows in its table's digest only.
 	restored.mustApply(droverv1.MessageTypeNodeRegister, &droverv1.NodeRegisterEntry{Nodes: []*droverv1.Node{mock.Node()}})
-	changed := restored.fsm.State().Snapshot().Digest()
+	changed := mustDigest(t, restored.fsm.State().Snapshot())
 	if changed[state.TableNodes] == want[state.TableNodes] || changed[state.TableJobs] != want[state.TableJobs] {
 		t.Errorf("after adding a node: nodes digest changed %v, jobs digest changed %v",
 			changed[state.TableNodes] != want[state.TableNodes], changed[state.TableJobs] != want[state.TableJobs])
 	}
+}
+
+func mustDigest(t *testing.T, snap *state.Snapshot) map[string]string {
+	t.Helper()
+	d, err := snap.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -325,7 +325,7 @@ func TestIPReleasesRestore(t *testing.T) {
 	if got, want := released(restored.Snapshot()), released(snap); len(want) != 100 || !slices.Equal(got, want) {
 		t.Fatalf("restored released = %v\nwant %v", got, want)
 	}
-	if got, want := restored.Snapshot().Digest(), snap.Digest(); !maps.Equal(got, want) {
+	if got, want := digest(t, restored.Snapshot()), digest(t, snap); !maps.Equal(got, want) {
 		t.Fatalf("restored digest %v, want %v", got, want)
 	}
 	for _, a := range allocs {
@@ -387,7 +387,7 @@ func TestDigestCoversIPReleases(t *testing.T) {
 		for _, i := range order {
 			f.report(node.GetId(), droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, allocs[i].GetId())
 		}
-		return f.s.Snapshot().Digest()
+		return digest(t, f.s.Snapshot())
 	}
 	d01, d10 := build([]int{0, 1}), build([]int{1, 0})
 	if d01[tableIPBlocks] == d10[tableIPBlocks] {
@@ -452,4 +452,14 @@ func TestNeverUsedIP(t *testing.T) {
 		t.Errorf("%d span rows, want 4: 10.0/16, 10.1/16, 10.2/16 and fd00::/112 have used-up blocks", n)
 	}
 	t.Run("after restore", func(t *testing.T) { check(t, restoreCopy(t, f.s).Snapshot()) })
+}
+
+// digest returns the snapshot's digests, failing the test on an error.
+func digest(t *testing.T, snap *Snapshot) map[string]string {
+	t.Helper()
+	d, err := snap.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -34,9 +34,11 @@ const (
 // log file stay the same across restarts.
 type Server struct {
 	c        *Cluster
+	bin      string // the binary the next start runs (SetBinary)
 	name     string // sN: data dir, log and info file names
 	rpcAddr  string
 	raftAddr string
+	netns    string // the network namespace with Netns
 	dataDir  string
 	infoFile string
 	logFile  string
@@ -288,8 +290,47 @@ func (s *Server) Wipe() {
 	t.Logf("cluster: wiped the data dir of %s", s)
 }
 
+// SetBinary makes the server's next start run bin (e.g. a newer release
+// built by BuildVersion), with the same flags, data dir and ports. Call it
+// while the server is stopped, then Restart it.
+func (s *Server) SetBinary(bin string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bin = bin
+}
+
+// RunToExit starts a stopped server whose process is expected to exit by
+// itself (a server that halts), waits up to timeout for the exit and
+// returns the process's exit error: nil for status 0, an *exec.ExitError
+// otherwise. The exit does not count as a crash. A process still running
+// after timeout is killed and fails the test.
+func (s *Server) RunToExit(timeout time.Duration) error {
+	t := s.c.t
+	t.Helper()
+	if s.Running() {
+		t.Fatalf("run %s to its exit: it is running", s)
+	}
+	s.startRun(true)
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		s.Kill()
+		t.Fatalf("%s did not exit within %s\n%s", s, timeout, s.tail(logTailLines))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exitErr
+}
+
 // start starts the process; waitStarted waits for it to serve.
-func (s *Server) start() {
+func (s *Server) start() { s.startRun(false) }
+
+// startRun starts the process. expectExit says that the process is to
+// exit by itself: its exit is then no crash.
+func (s *Server) startRun(expectExit bool) {
 	t := s.c.t
 	t.Helper()
 	if err := os.Remove(s.infoFile); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -302,8 +343,9 @@ func (s *Server) start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runs++
-	if _, err := fmt.Fprintf(out, "--- harness: run %d of %s at %s: %s %s\n", s.runs, s.name,
-		time.Now().Format(time.RFC3339Nano), s.c.bin, strings.Join(s.args, " ")); err != nil {
+	line := s.commandLine()
+	if _, err := fmt.Fprintf(out, "--- harness: run %d of %s at %s: %s\n", s.runs, s.name,
+		time.Now().Format(time.RFC3339Nano), strings.Join(line, " ")); err != nil {
 		_ = out.Close()
 		t.Fatal(err)
 	}
@@ -312,7 +354,7 @@ func (s *Server) start() {
 		_ = out.Close()
 		t.Fatal(err)
 	}
-	cmd := exec.Command(s.c.bin, s.args...)
+	cmd := exec.Command(line[0], line[1:]...)
 	cmd.Env = childEnv()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
@@ -322,7 +364,7 @@ func (s *Server) start() {
 	}
 	done := make(chan struct{})
 	s.cmd, s.done, s.exitErr = cmd, done, nil
-	s.running, s.paused, s.expected = true, false, false
+	s.running, s.paused, s.expected = true, false, expectExit
 	s.runStart = offset
 	go func() {
 		err := cmd.Wait()

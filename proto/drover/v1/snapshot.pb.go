@@ -28,7 +28,16 @@ type SnapshotHeader struct {
 	// Incremented when the record layout changes incompatibly.
 	FormatVersion uint32 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	// Highest raft index applied to the state in the snapshot.
-	LastIndex     uint64 `protobuf:"varint,2,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	LastIndex uint64 `protobuf:"varint,2,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// The cluster's metadata (0.2.0), unset until written. It travels in the
+	// header rather than as a record because servers of 0.1.0 refuse unknown
+	// record types but skip unknown header fields: they restore the rest.
+	ClusterMetadata *ClusterMetadata `protobuf:"bytes,3,opt,name=cluster_metadata,json=clusterMetadata,proto3" json:"cluster_metadata,omitempty"`
+	// The release history of allocation addresses (0.2.0): one entry per
+	// block with an address released and not held since. In the header for
+	// the same reason as the cluster metadata; left out when it would make
+	// the header exceed the 64 MiB a record may have.
+	IpReleases    []*IPBlockReleases `protobuf:"bytes,4,rep,name=ip_releases,json=ipReleases,proto3" json:"ip_releases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -75,6 +84,20 @@ func (x *SnapshotHeader) GetLastIndex() uint64 {
 		return x.LastIndex
 	}
 	return 0
+}
+
+func (x *SnapshotHeader) GetClusterMetadata() *ClusterMetadata {
+	if x != nil {
+		return x.ClusterMetadata
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetIpReleases() []*IPBlockReleases {
+	if x != nil {
+		return x.IpReleases
+	}
+	return nil
 }
 
 // TableIndex is a snapshot record of the index table: the raft index of the
@@ -131,7 +154,7 @@ func (x *TableIndex) GetIndex() uint64 {
 	return 0
 }
 
-// IPBlockReleases is a snapshot record of one block of 256 allocation
+// IPBlockReleases is, in a snapshot's header, one block of 256 allocation
 // addresses (an IPv4 /24, an IPv6 /120): when each of its free addresses was
 // last released. Which addresses are held is rebuilt from the allocations;
 // this is the history that outlives them (garbage collection removes
@@ -196,11 +219,14 @@ var File_drover_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_drover_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	"\x18drover/v1/snapshot.proto\x12\tdrover.v1\"V\n" +
+	"\x18drover/v1/snapshot.proto\x12\tdrover.v1\x1a\x16drover/v1/server.proto\"\xda\x01\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x02 \x01(\x04R\tlastIndex\"8\n" +
+	"last_index\x18\x02 \x01(\x04R\tlastIndex\x12E\n" +
+	"\x10cluster_metadata\x18\x03 \x01(\v2\x1a.drover.v1.ClusterMetadataR\x0fclusterMetadata\x12;\n" +
+	"\vip_releases\x18\x04 \x03(\v2\x1a.drover.v1.IPBlockReleasesR\n" +
+	"ipReleases\"8\n" +
 	"\n" +
 	"TableIndex\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
@@ -226,13 +252,16 @@ var file_drover_v1_snapshot_proto_goTypes = []any{
 	(*SnapshotHeader)(nil),  // 0: drover.v1.SnapshotHeader
 	(*TableIndex)(nil),      // 1: drover.v1.TableIndex
 	(*IPBlockReleases)(nil), // 2: drover.v1.IPBlockReleases
+	(*ClusterMetadata)(nil), // 3: drover.v1.ClusterMetadata
 }
 var file_drover_v1_snapshot_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	3, // 0: drover.v1.SnapshotHeader.cluster_metadata:type_name -> drover.v1.ClusterMetadata
+	2, // 1: drover.v1.SnapshotHeader.ip_releases:type_name -> drover.v1.IPBlockReleases
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_snapshot_proto_init() }
@@ -240,6 +269,7 @@ func file_drover_v1_snapshot_proto_init() {
 	if File_drover_v1_snapshot_proto != nil {
 		return
 	}
+	file_drover_v1_server_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -26,6 +26,14 @@ func (m *SnapshotHeader) CloneVT() *SnapshotHeader {
 	r := new(SnapshotHeader)
 	r.FormatVersion = m.FormatVersion
 	r.LastIndex = m.LastIndex
+	r.ClusterMetadata = m.ClusterMetadata.CloneVT()
+	if rhs := m.IpReleases; rhs != nil {
+		tmpContainer := make([]*IPBlockReleases, len(rhs))
+		for k, v := range rhs {
+			tmpContainer[k] = v.CloneVT()
+		}
+		r.IpReleases = tmpContainer
+	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -92,6 +100,26 @@ func (this *SnapshotHeader) EqualVT(that *SnapshotHeader) bool {
 	}
 	if this.LastIndex != that.LastIndex {
 		return false
+	}
+	if !this.ClusterMetadata.EqualVT(that.ClusterMetadata) {
+		return false
+	}
+	if len(this.IpReleases) != len(that.IpReleases) {
+		return false
+	}
+	for i, vx := range this.IpReleases {
+		vy := that.IpReleases[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &IPBlockReleases{}
+			}
+			if q == nil {
+				q = &IPBlockReleases{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -182,6 +210,28 @@ func (m *SnapshotHeader) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.IpReleases) > 0 {
+		for iNdEx := len(m.IpReleases) - 1; iNdEx >= 0; iNdEx-- {
+			size, err := m.IpReleases[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+			i--
+			dAtA[i] = 0x22
+		}
+	}
+	if m.ClusterMetadata != nil {
+		size, err := m.ClusterMetadata.MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x1a
 	}
 	if m.LastIndex != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LastIndex))
@@ -313,6 +363,16 @@ func (m *SnapshotHeader) SizeVT() (n int) {
 	if m.LastIndex != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastIndex))
 	}
+	if m.ClusterMetadata != nil {
+		l = m.ClusterMetadata.SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if len(m.IpReleases) > 0 {
+		for _, e := range m.IpReleases {
+			l = e.SizeVT()
+			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+		}
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -422,6 +482,76 @@ func (m *SnapshotHeader) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ClusterMetadata", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.ClusterMetadata == nil {
+				m.ClusterMetadata = &ClusterMetadata{}
+			}
+			if err := m.ClusterMetadata.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field IpReleases", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.IpReleases = append(m.IpReleases, &IPBlockReleases{})
+			if err := m.IpReleases[len(m.IpReleases)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
