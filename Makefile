@@ -22,7 +22,7 @@ BREAKING_BRANCH ?= main
 
 .DEFAULT_GOAL := help
 # The long fault sweep of `make chaos`: flags of test/chaos (see docs/reliability.md).
-CHAOS_ARGS ?= -chaos.rounds=10 -chaos.hold=15s -chaos.calm=5s -chaos.seeds=3
+CHAOS_ARGS ?= -chaos.rounds=5 -chaos.hold=15s -chaos.calm=5s -chaos.seeds=2
 
 .PHONY: help build run test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench tidy clean
 

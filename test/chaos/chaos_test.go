@@ -16,7 +16,7 @@ import (
 // chaos` passes longer holds, more rounds and several seeds.
 var (
 	rounds  = flag.Int("chaos.rounds", 1, "times each fault is injected and healed per seed")
-	holdFor = flag.Duration("chaos.hold", 4*time.Second, "how long a fault stays in place (pauses last 1s up to this)")
+	holdFor = flag.Duration("chaos.hold", 8*time.Second, "how long a fault stays in place (pauses last 1s up to this)")
 	calm    = flag.Duration("chaos.calm", 2*time.Second, "how long the clients run between faults")
 	seeds   = flag.Int("chaos.seeds", 1, "seeds per fault (each a fresh cluster)")
 	clients = flag.Int("chaos.clients", 16, "concurrent clients")
