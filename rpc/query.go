@@ -47,7 +47,7 @@ func (s *services) query(ctx context.Context, opts *droverv1.QueryOptions, run f
 		s.blocked.Add(1)
 		defer s.blocked.Add(-1)
 	}
-	index, err := s.backend.State().BlockingQuery(ctx, opts.GetMinIndex(), run)
+	index, err := s.backend.State().BlockingQuery(ctx, opts.GetMinIndex(), heldWhileReading(ctx, opts.GetMinIndex(), run))
 	if err != nil {
 		return nil, err
 	}

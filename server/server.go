@@ -161,6 +161,7 @@ func New(cfg Config) (s *Server, err error) {
 		Logger:                   s.logger.With("component", "rpc"),
 		UpdateAllocBatchInterval: cfg.UpdateAllocBatchInterval,
 		LeaderHoldTimeout:        cfg.LeaderHoldTimeout,
+		Limits:                   cfg.Limits,
 		Scheduling:               schedulingRPC,
 		Collector:                s.gc,
 		Credentials:              s.security.listen,
@@ -169,7 +170,7 @@ func New(cfg Config) (s *Server, err error) {
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
-	s.metrics = s.newRegistry(schedulingCollector{stats: schedulingRPC.Stats, rpc: s.rpc})
+	s.metrics = s.newRegistry(schedulingCollector{stats: schedulingRPC.Stats, rpc: s.rpc}, limitsCollector{s.rpc.LimitStats})
 	if s.http, err = s.startHTTP(); err != nil {
 		return nil, err
 	}
