@@ -41,8 +41,8 @@ type Limits struct {
 	MaxOperatorCalls int
 }
 
-// ClientKeepaliveTime is how often drover's own clients (agents, servers
-// forwarding to the leader, the CLI's long calls) ping an idle
+// ClientKeepaliveTime is how often drover's own clients that ping (the
+// simulated agents, servers forwarding to the leader) ping an idle
 // connection; KeepaliveMinTime must not exceed it.
 const ClientKeepaliveTime = 30 * time.Second
 
