@@ -35,9 +35,10 @@ type Limits struct {
 	// (for a raft batch, for the leader) rather than compute.
 	MaxAgentCalls int
 	// MaxOperatorCalls bounds operators' unary calls in flight: every
-	// call that is neither an agent's nor a server's (twice GOMAXPROCS).
-	// Operator reads serialise whole tables; a bound of a few per core
-	// leaves the CPU to raft and heartbeats.
+	// call that is neither an agent's nor a server's (GOMAXPROCS).
+	// Operator reads serialise whole tables; one per core leaves raft and
+	// heartbeats a short run queue (and makes more answers per second under
+	// a flood than two per core did: BenchmarkOperatorFlood).
 	MaxOperatorCalls int
 }
 
@@ -54,7 +55,7 @@ func DefaultLimits() Limits {
 		KeepaliveMinTime:             10 * time.Second,
 		KeepalivePermitWithoutStream: true,
 		MaxAgentCalls:                8192,
-		MaxOperatorCalls:             2 * runtime.GOMAXPROCS(0),
+		MaxOperatorCalls:             runtime.GOMAXPROCS(0),
 	}
 }
 

@@ -37,7 +37,7 @@ func TestLimitsValidate(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want an error containing %q", tt.name, err, tt.wantErr)
 		}
 	}
-	if d := DefaultLimits(); d.MaxOperatorCalls < 2 || d.MaxAgentCalls <= d.MaxOperatorCalls {
+	if d := DefaultLimits(); d.MaxOperatorCalls < 1 || d.MaxAgentCalls <= d.MaxOperatorCalls {
 		t.Errorf("default bounds: %d operator calls, %d agent calls; want operators bounded tighter than agents", d.MaxOperatorCalls, d.MaxAgentCalls)
 	}
 }
