@@ -56,10 +56,11 @@ type floodResult struct {
 	answerBytes int64
 	// answeredLatency and refusedLatency sample calls' durations.
 	answeredLatency, refusedLatency []time.Duration
-	// connected counts the connections that reached READY before the
-	// window, established the TCP connections to the target the kernel
-	// listed then, beyond those there were before the flood dialed.
-	connected, established int
+	// dialed counts the flood's connections, connected those that reached
+	// READY before the window, established the TCP connections to the
+	// target the kernel listed then, beyond those there were before the
+	// flood dialed.
+	dialed, connected, established int
 	// took is from the start of the window to the end of the last call.
 	took time.Duration
 }
@@ -81,7 +82,7 @@ func (r floodResult) String() string {
 		refused = append(refused, fmt.Sprintf("%s=%d", c, r.refused[c]))
 	}
 	return fmt.Sprintf("%d connections (%d ready, %d established), %s: answered %d (%.1f MB, p50 %s, p99 %s), refused %d [%s] (%d with RetryInfo, p99 %s), timed out %d",
-		r.connected, r.connected, r.established, r.took.Round(time.Second), r.answered, float64(r.answerBytes)/1e6,
+		r.dialed, r.connected, r.established, r.took.Round(time.Second), r.answered, float64(r.answerBytes)/1e6,
 		percentile(r.answeredLatency, 50), percentile(r.answeredLatency, 99),
 		r.refusals(), strings.Join(refused, " "), r.withRetryInfo, percentile(r.refusedLatency, 99), r.timedOut)
 }
@@ -118,7 +119,7 @@ func (f flood) run(ctx context.Context, t testing.TB, target *cluster.Server) fl
 			_ = c.Close()
 		}
 	}()
-	res := floodResult{refused: make(map[codes.Code]uint64)}
+	res := floodResult{refused: make(map[codes.Code]uint64), dialed: len(conns)}
 	res.connected = waitReady(ctx, conns, 30*time.Second)
 	res.established = establishedTo(t, target.RPCAddr()) - before
 
@@ -369,7 +370,7 @@ func (w *clusterWatch) stop() {
 	w.wg.Wait()
 }
 
-// termSpan is the highest term any server reported.
+// term is the highest last log term any server reported.
 func (w *clusterWatch) term() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
