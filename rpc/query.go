@@ -56,7 +56,7 @@ func (s *services) query(ctx context.Context, opts *droverv1.QueryOptions, run f
 	if err := catchUp(ctx, st, opts.GetMinIndex()); err != nil {
 		return nil, err
 	}
-	index, err := st.BlockingQuery(ctx, opts.GetMinIndex(), run)
+	index, err := st.BlockingQuery(ctx, opts.GetMinIndex(), heldWhileReading(ctx, opts.GetMinIndex(), run))
 	if err != nil {
 		return nil, err
 	}

@@ -30,9 +30,9 @@ type Config struct {
 	UpdateAllocBatchInterval time.Duration
 	// MaxRecvMsgSize bounds a request (16 MiB).
 	MaxRecvMsgSize int
-	// MaxConcurrentStreams bounds the calls in flight on one connection;
-	// every blocked GetAllocs holds one (4096).
-	MaxConcurrentStreams uint32
+	// Limits bound connections and calls in flight; zero numbers mean
+	// DefaultLimits'.
+	Limits Limits
 	// LeaderHoldTimeout is how long a call that needs the leader waits for
 	// one during an election before failing UNAVAILABLE (5s).
 	LeaderHoldTimeout time.Duration
@@ -65,10 +65,9 @@ type Config struct {
 }
 
 const (
-	defaultBatchInterval        = 50 * time.Millisecond
-	defaultMaxRecvMsgSize       = 16 << 20
-	defaultMaxSendMsgSize       = 64 << 20
-	defaultMaxConcurrentStreams = 4096
+	defaultBatchInterval  = 50 * time.Millisecond
+	defaultMaxRecvMsgSize = 16 << 20
+	defaultMaxSendMsgSize = 64 << 20
 )
 
 // serviceNames are the drover services whose health the server reports.
@@ -89,6 +88,8 @@ type Server struct {
 	health   *health.Server
 	services *services
 	forward  *forwarder
+	admit    *admission
+	conns    *connLimit
 	cancel   context.CancelFunc
 	halted   func() error
 
@@ -140,19 +141,26 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	auth := authorizer{require: cfg.RequireServerIdentity}
 	guard := haltGuard{halted: cfg.Halted}
 	portable := &portableGate{}
+	limits := cfg.Limits.withDefaults()
+	admit := newAdmission(limits, logger)
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(Codec{}),
 		grpc.MaxRecvMsgSize(orDefault(cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)),
 		grpc.MaxSendMsgSize(defaultMaxSendMsgSize),
-		grpc.MaxConcurrentStreams(orDefault(cfg.MaxConcurrentStreams, defaultMaxConcurrentStreams)),
+		grpc.MaxConcurrentStreams(uint32(limits.MaxStreamsPerConn)),
 		// Agents hold connections for hours: probe idle ones so a vanished
 		// agent's connection is closed, and allow agents' own pings.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		// The identity check comes before the forwarder: a follower must not
-		// pass on a call the caller may not make, as the leader would see
-		// the follower's server certificate, not the caller's.
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, portable.unary, guard.unary, auth.unary, fwd.unary),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: limits.KeepaliveMinTime, PermitWithoutStream: limits.KeepalivePermitWithoutStream}),
+		// Admission ends a call's hold when its answer is sent.
+		grpc.StatsHandler(admit),
+		// Admission comes first, so that a refusal costs nothing and a
+		// follower bounds what it forwards. Requests that are not portable
+		// are refused before anything reads them. The identity check comes
+		// before the forwarder: a follower must not pass on a call the
+		// caller may not make, as the leader would see the follower's
+		// server certificate, not the caller's.
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), admit.unary, svc.unaryErrors, portable.unary, guard.unary, auth.unary, fwd.unary),
 		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, portable.stream, guard.stream, auth.stream),
 	}
 	if cfg.Credentials != nil {
@@ -174,11 +182,13 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return &Server{grpc: gs, health: hs, services: svc, forward: fwd, cancel: cancel, halted: cfg.Halted}
+	return &Server{grpc: gs, health: hs, services: svc, forward: fwd, admit: admit,
+		conns: newConnLimit(limits.MaxConnsPerIP, logger), cancel: cancel, halted: cfg.Halted}
 }
 
-// Serve accepts connections on l until Stop.
-func (s *Server) Serve(l net.Listener) error { return s.grpc.Serve(l) }
+// Serve accepts connections on l, within the limit per address, until
+// Stop.
+func (s *Server) Serve(l net.Listener) error { return s.grpc.Serve(s.conns.listener(l)) }
 
 // SetServing reports the drover services as serving or not in
 // grpc.health.v1; the server calls it as it gains and loses a known leader

@@ -12,6 +12,7 @@ import (
 	"github.com/droverhq/drover/internal/tlsconfig"
 	"github.com/droverhq/drover/internal/version"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/broker"
 	"github.com/droverhq/drover/server/gc"
@@ -101,6 +102,9 @@ type Config struct {
 	// LeaderHoldTimeout is how long a call that needs the leader waits for
 	// one during an election before failing UNAVAILABLE (5s).
 	LeaderHoldTimeout time.Duration
+	// Limits bound connections per address, calls per connection and the
+	// agents' and operators' calls in flight.
+	Limits rpc.Limits
 	// Autopilot tunes server health tracking and dead-server cleanup.
 	Autopilot AutopilotConfig
 	// Scheduler tunes the scheduler workers and the leader's eval broker.
@@ -190,6 +194,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:          10 * time.Second,
 		LeaderHoldTimeout:        5 * time.Second,
 		RaftMultiplier:           1,
+		Limits:                   rpc.DefaultLimits(),
 		Autopilot: AutopilotConfig{
 			CleanupDeadServers:      true,
 			DeadServerAfter:         autopilot.DefaultDeadServerAfter,
@@ -266,6 +271,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("update alloc batch interval: must be positive"))
 	}
 	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

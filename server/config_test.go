@@ -27,6 +27,7 @@ func TestConfigValidateRaftSettings(t *testing.T) {
 		{"tls CA only", func(c *Config) { c.TLS = tlsconfig.Config{CAFile: "ca.pem"} }, "tls:"},
 		{"heartbeat min TTL 0", func(c *Config) { c.Heartbeat.MinTTL = 0 }, "heartbeat min TTL 0s: must be above 0"},
 		{"heartbeat failover TTL 0", func(c *Config) { c.Heartbeat.FailoverTTL = 0 }, "heartbeat failover TTL 0s: must be above 0"},
+		{"no operator calls", func(c *Config) { c.Limits.MaxOperatorCalls = 0 }, "max operator calls 0: must be at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -177,6 +177,7 @@ func New(cfg Config) (s *Server, err error) {
 		Logger:                   s.logger.With("component", "rpc"),
 		UpdateAllocBatchInterval: cfg.UpdateAllocBatchInterval,
 		LeaderHoldTimeout:        cfg.LeaderHoldTimeout,
+		Limits:                   cfg.Limits,
 		Scheduling:               schedulingRPC,
 		Collector:                s.gc,
 		Credentials:              s.security.listen,
@@ -186,7 +187,7 @@ func New(cfg Config) (s *Server, err error) {
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
-	s.metrics = s.newRegistry(schedulingCollector{stats: schedulingRPC.Stats, rpc: s.rpc})
+	s.metrics = s.newRegistry(schedulingCollector{stats: schedulingRPC.Stats, rpc: s.rpc}, limitsCollector{s.rpc.LimitStats})
 	if s.http, err = s.startHTTP(); err != nil {
 		return nil, err
 	}

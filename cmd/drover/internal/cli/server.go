@@ -52,6 +52,12 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 		}
 		return nil
 	})
+	fs.IntVar(&cfg.Limits.MaxConnsPerIP, "rpc-max-conns-per-ip", cfg.Limits.MaxConnsPerIP, "gRPC connections one remote address may hold open; more are closed at accept (count agents behind one NAT address)")
+	fs.IntVar(&cfg.Limits.MaxStreamsPerConn, "rpc-max-streams-per-conn", cfg.Limits.MaxStreamsPerConn, "calls in flight on one gRPC connection (blocking GetAllocs included); a client queues calls beyond it")
+	fs.DurationVar(&cfg.Limits.KeepaliveMinTime, "rpc-keepalive-min-time", cfg.Limits.KeepaliveMinTime, "shortest keepalive ping interval a client may use before it is disconnected (at most 30s, drover's own clients' interval)")
+	fs.BoolVar(&cfg.Limits.KeepalivePermitWithoutStream, "rpc-keepalive-permit-without-stream", cfg.Limits.KeepalivePermitWithoutStream, "allow keepalive pings on connections with no call in flight, as idle agents send them")
+	fs.IntVar(&cfg.Limits.MaxAgentCalls, "rpc-max-agent-calls", cfg.Limits.MaxAgentCalls, "agents' calls (register, heartbeat, allocation reports and polls) in flight; more are refused RESOURCE_EXHAUSTED")
+	fs.IntVar(&cfg.Limits.MaxOperatorCalls, "rpc-max-operator-calls", cfg.Limits.MaxOperatorCalls, "operators' calls (every call not an agent's or a server's) in flight; more are refused RESOURCE_EXHAUSTED; the default is GOMAXPROCS, one per core")
 	fs.DurationVar(&cfg.LeaderHoldTimeout, "leader-hold-timeout", cfg.LeaderHoldTimeout, "how long a call waits for a leader during an election before failing UNAVAILABLE")
 	fs.BoolVar(&cfg.Autopilot.CleanupDeadServers, "cleanup-dead-servers", cfg.Autopilot.CleanupDeadServers, "remove servers unreachable for -dead-server-after from the raft configuration")
 	fs.DurationVar(&cfg.Autopilot.DeadServerAfter, "dead-server-after", cfg.Autopilot.DeadServerAfter, "how long a server must be unreachable to count as failed")

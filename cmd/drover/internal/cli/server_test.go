@@ -54,3 +54,19 @@ func TestNewLoggerRejectsUnknownSettings(t *testing.T) {
 		t.Error("accepted log format xml")
 	}
 }
+
+func TestServerLimitFlags(t *testing.T) {
+	t.Setenv("DROVER_RPC_MAX_OPERATOR_CALLS", "3")
+	t.Setenv("DROVER_RPC_KEEPALIVE_PERMIT_WITHOUT_STREAM", "false")
+	fs, opts := serverFlags(io.Discard)
+	if err := ff.Parse(fs, []string{"-rpc-max-conns-per-ip", "64", "-rpc-keepalive-min-time", "20s"}, serverEnvOptions()...); err != nil {
+		t.Fatal(err)
+	}
+	l := opts.cfg.Limits
+	if l.MaxOperatorCalls != 3 || l.KeepalivePermitWithoutStream || l.MaxConnsPerIP != 64 || l.KeepaliveMinTime != 20*time.Second {
+		t.Errorf("limits %+v: want 3 operator calls, no pings without streams, 64 connections per IP, 20s keepalive", l)
+	}
+	if l.MaxAgentCalls != 8192 || l.MaxStreamsPerConn != 4096 {
+		t.Errorf("limits %+v: want the defaults for agent calls and streams", l)
+	}
+}
