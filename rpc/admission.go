@@ -54,8 +54,8 @@ func (g *gate) release() { g.inFlight.Add(-1) }
 // rate, not calls in flight, has no release, and replaces the error with
 // one that carries no RetryInfo.
 type admission struct {
-	agent, operator gate
-	logger          *slog.Logger
+	agent, list, operator gate
+	logger                *slog.Logger
 	// logRefusal keeps the log to a line per interval under a flood; the
 	// counters have every refusal.
 	logRefusal rate.Sometimes
@@ -64,6 +64,7 @@ type admission struct {
 func newAdmission(l Limits, logger *slog.Logger) *admission {
 	a := &admission{logger: logger, logRefusal: rate.Sometimes{Interval: 10 * time.Second}}
 	a.agent.class, a.agent.max = classAgent, int64(l.MaxAgentCalls)
+	a.list.class, a.list.max = classList, int64(l.MaxListCalls)
 	a.operator.class, a.operator.max = classOperator, int64(l.MaxOperatorCalls)
 	return a
 }
@@ -73,6 +74,8 @@ func (a *admission) gateOf(c callClass) *gate {
 	switch c {
 	case classAgent:
 		return &a.agent
+	case classList:
+		return &a.list
 	case classOperator:
 		return &a.operator
 	}
@@ -120,7 +123,8 @@ func (c *call) drop() {
 func (a *admission) refuse(g *gate, method string) error {
 	a.logRefusal.Do(func() {
 		a.logger.Warn("refusing calls: too many in flight", "class", g.class.String(), "limit", g.max,
-			"method", method, "refused_agent_calls", a.agent.refused.Load(), "refused_operator_calls", a.operator.refused.Load())
+			"method", method, "refused_agent_calls", a.agent.refused.Load(), "refused_list_calls", a.list.refused.Load(),
+			"refused_operator_calls", a.operator.refused.Load())
 	})
 	return resourceExhausted(fmt.Sprintf("server busy: %d %s calls in flight, the most it takes; retry later", g.max, g.class))
 }

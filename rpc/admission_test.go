@@ -26,11 +26,16 @@ func TestCallClasses(t *testing.T) {
 		{droverv1.NodeService_UpdateStatus_FullMethodName, classAgent},
 		{droverv1.NodeService_UpdateAlloc_FullMethodName, classAgent},
 		{droverv1.NodeService_GetAllocs_FullMethodName, classAgent},
-		{droverv1.NodeService_List_FullMethodName, classOperator},
+		{droverv1.NodeService_List_FullMethodName, classList},
 		{droverv1.NodeService_Get_FullMethodName, classOperator},
 		{droverv1.NodeService_UpdateDrain_FullMethodName, classOperator},
 		{droverv1.JobService_Register_FullMethodName, classOperator},
-		{droverv1.JobService_List_FullMethodName, classOperator},
+		{droverv1.JobService_List_FullMethodName, classList},
+		{droverv1.JobService_Allocations_FullMethodName, classList},
+		{droverv1.AllocService_List_FullMethodName, classList},
+		{droverv1.EvalService_List_FullMethodName, classList},
+		{droverv1.OperatorService_StateDigest_FullMethodName, classList},
+		{droverv1.JobService_Get_FullMethodName, classOperator},
 		{droverv1.OperatorService_ServerMembers_FullMethodName, classOperator},
 		{droverv1.OperatorService_RaftListPeers_FullMethodName, classOperator},
 		{droverv1.EventService_Stream_FullMethodName, classOperator},
@@ -138,7 +143,7 @@ func (c admitted) intercept(method string, req any, handler grpc.UnaryHandler) e
 func (c admitted) end() { c.a.HandleRPC(c.ctx, &stats.End{}) }
 
 func testAdmission(agents, operators int) *admission {
-	return newAdmission(Limits{MaxAgentCalls: agents, MaxOperatorCalls: operators}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return newAdmission(Limits{MaxAgentCalls: agents, MaxListCalls: operators, MaxOperatorCalls: operators}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func ok(context.Context, any) (any, error) { return &droverv1.ListNodesResponse{}, nil }
@@ -206,10 +211,10 @@ func TestOperatorBoundRefusesAtOnce(t *testing.T) {
 		t.Fatalf("operator call after the first ended: %v", err)
 	}
 	fourth.end()
-	if st := a.operator.inFlight.Load(); st != 0 {
+	if st := a.list.inFlight.Load(); st != 0 {
 		t.Errorf("%d operator calls in flight after every call ended, want 0", st)
 	}
-	if got := a.operator.refused.Load(); got != 2 {
+	if got := a.list.refused.Load(); got != 2 {
 		t.Errorf("%d operator calls refused, want 2", got)
 	}
 }
@@ -261,7 +266,7 @@ func TestBlockingQueryHoldsNoSlotWhileWaiting(t *testing.T) {
 	indexes := []uint64{10, 11}
 	err := q.intercept(list, req, func(ctx context.Context, _ any) (any, error) {
 		read := heldWhileReading(ctx, 10, func(*state.Snapshot) (uint64, error) {
-			readsHeld = append(readsHeld, a.operator.inFlight.Load() == 1)
+			readsHeld = append(readsHeld, a.list.inFlight.Load() == 1)
 			return indexes[len(readsHeld)-1], nil
 		})
 		for range indexes {
@@ -312,7 +317,7 @@ func TestBlockingQueryHoldsNoSlotWhileWaiting(t *testing.T) {
 	wantRefused(t, "read while operators are full", err)
 	woken.end()
 	blocker.end()
-	if n := a.operator.inFlight.Load(); n != 0 {
+	if n := a.list.inFlight.Load(); n != 0 {
 		t.Errorf("%d operator calls in flight after every call ended, want 0", n)
 	}
 }

@@ -20,7 +20,11 @@ const (
 	// classAgent is agents' heartbeats, registrations, allocation reports
 	// and allocation long polls: bounded generously, apart from operators.
 	classAgent
-	// classOperator is everything else, reads and writes: bounded tightly.
+	// classList is operators' whole-table reads (lists, the state digest):
+	// each serialises or hashes a table, so they are bounded tightly.
+	classList
+	// classOperator is every other call, reads of one object and writes:
+	// cheap, bounded only so that a flood cannot hold unbounded memory.
 	classOperator
 )
 
@@ -30,8 +34,21 @@ func (c callClass) String() string {
 		return "server"
 	case classAgent:
 		return "agent"
+	case classList:
+		return "list"
 	}
 	return "operator"
+}
+
+// listMethods are operators' calls whose cost grows with the state.
+var listMethods = map[string]bool{
+	droverv1.NodeService_List_FullMethodName:            true,
+	droverv1.JobService_List_FullMethodName:             true,
+	droverv1.JobService_Allocations_FullMethodName:      true,
+	droverv1.JobService_Evaluations_FullMethodName:      true,
+	droverv1.AllocService_List_FullMethodName:           true,
+	droverv1.EvalService_List_FullMethodName:            true,
+	droverv1.OperatorService_StateDigest_FullMethodName: true,
 }
 
 // agentMethods are the calls agents make for their nodes.
@@ -53,6 +70,9 @@ var serverServices = []string{
 func classOf(method string) callClass {
 	if agentMethods[method] {
 		return classAgent
+	}
+	if listMethods[method] {
+		return classList
 	}
 	for _, svc := range serverServices {
 		if strings.HasPrefix(method, "/"+svc+"/") {

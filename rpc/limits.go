@@ -34,11 +34,15 @@ type Limits struct {
 	// UpdateStatus, UpdateAlloc and GetAllocs (8192). Most of them wait
 	// (for a raft batch, for the leader) rather than compute.
 	MaxAgentCalls int
-	// MaxOperatorCalls bounds operators' unary calls in flight: every
-	// call that is neither an agent's nor a server's (GOMAXPROCS).
-	// Operator reads serialise whole tables; one per core leaves raft and
-	// heartbeats a short run queue (and makes more answers per second under
-	// a flood than two per core did: BenchmarkOperatorFlood).
+	// MaxListCalls bounds operators' whole-table reads in flight: the
+	// List calls of every service, JobService.Allocations and Evaluations,
+	// OperatorService.StateDigest (GOMAXPROCS). Each serialises or hashes
+	// a table; one per core leaves raft and heartbeats a short run queue
+	// (and makes more answers per second under a flood than two per core
+	// did: BenchmarkOperatorFlood).
+	MaxListCalls int
+	// MaxOperatorCalls bounds operators' other unary calls in flight:
+	// reads of one object and writes, which cost little each (256).
 	MaxOperatorCalls int
 }
 
@@ -55,7 +59,8 @@ func DefaultLimits() Limits {
 		KeepaliveMinTime:             10 * time.Second,
 		KeepalivePermitWithoutStream: true,
 		MaxAgentCalls:                8192,
-		MaxOperatorCalls:             runtime.GOMAXPROCS(0),
+		MaxListCalls:                 runtime.GOMAXPROCS(0),
+		MaxOperatorCalls:             256,
 	}
 }
 
@@ -70,6 +75,7 @@ func (l Limits) Validate() error {
 	atLeastOne("max connections per IP", l.MaxConnsPerIP)
 	atLeastOne("max streams per connection", l.MaxStreamsPerConn)
 	atLeastOne("max agent calls", l.MaxAgentCalls)
+	atLeastOne("max list calls", l.MaxListCalls)
 	atLeastOne("max operator calls", l.MaxOperatorCalls)
 	if l.MaxStreamsPerConn > math.MaxUint32 {
 		errs = append(errs, fmt.Errorf("max streams per connection %d: must be at most %d", l.MaxStreamsPerConn, uint32(math.MaxUint32)))
@@ -94,6 +100,7 @@ func (l Limits) withDefaults() Limits {
 	l.MaxStreamsPerConn = orDefault(l.MaxStreamsPerConn, def.MaxStreamsPerConn)
 	l.KeepaliveMinTime = orDefault(l.KeepaliveMinTime, def.KeepaliveMinTime)
 	l.MaxAgentCalls = orDefault(l.MaxAgentCalls, def.MaxAgentCalls)
+	l.MaxListCalls = orDefault(l.MaxListCalls, def.MaxListCalls)
 	l.MaxOperatorCalls = orDefault(l.MaxOperatorCalls, def.MaxOperatorCalls)
 	return l
 }
@@ -101,12 +108,12 @@ func (l Limits) withDefaults() Limits {
 // LimitStats are what the limits hold and refused since the server
 // started.
 type LimitStats struct {
-	// AgentCalls and OperatorCalls are the calls of each class in flight
-	// now (holding a slot).
-	AgentCalls, OperatorCalls int64
-	// RefusedAgentCalls and RefusedOperatorCalls count calls refused
-	// RESOURCE_EXHAUSTED.
-	RefusedAgentCalls, RefusedOperatorCalls uint64
+	// AgentCalls, ListCalls and OperatorCalls are the calls of each class
+	// in flight now (holding a slot).
+	AgentCalls, ListCalls, OperatorCalls int64
+	// RefusedAgentCalls, RefusedListCalls and RefusedOperatorCalls count
+	// calls refused RESOURCE_EXHAUSTED.
+	RefusedAgentCalls, RefusedListCalls, RefusedOperatorCalls uint64
 	// Connections are the connections open now; RefusedConnections counts
 	// those closed at accept for their address's limit.
 	Connections        int64
@@ -117,8 +124,10 @@ type LimitStats struct {
 func (s *Server) LimitStats() LimitStats {
 	return LimitStats{
 		AgentCalls:           s.admit.agent.inFlight.Load(),
+		ListCalls:            s.admit.list.inFlight.Load(),
 		OperatorCalls:        s.admit.operator.inFlight.Load(),
 		RefusedAgentCalls:    s.admit.agent.refused.Load(),
+		RefusedListCalls:     s.admit.list.refused.Load(),
 		RefusedOperatorCalls: s.admit.operator.refused.Load(),
 		Connections:          s.conns.open.Load(),
 		RefusedConnections:   s.conns.refused.Load(),

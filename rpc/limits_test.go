@@ -42,7 +42,7 @@ func hasRetryInfo(err error) bool {
 // every heartbeat must succeed. The flood goes on until it has seen 20
 // refusals and 20 heartbeats, a call fails, or a minute has passed.
 func TestOperatorFloodRefusedHeartbeatsServed(t *testing.T) {
-	e := newEnv(t, limited(func(l *rpc.Limits) { l.MaxOperatorCalls = 1 }))
+	e := newEnv(t, limited(func(l *rpc.Limits) { l.MaxListCalls = 1 }))
 	registerNodes(t, e, 2000)
 	agent := e.register()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -93,9 +93,9 @@ func TestOperatorFloodRefusedHeartbeatsServed(t *testing.T) {
 		t.Fatalf("flood ended with %d refusals and %d heartbeats, want 20 of each", refused.Load(), heartbeats.Load())
 	}
 	st := e.srv.LimitStats()
-	if st.RefusedOperatorCalls != uint64(refused.Load()) || st.RefusedAgentCalls != 0 {
+	if st.RefusedListCalls != uint64(refused.Load()) || st.RefusedAgentCalls != 0 {
 		t.Errorf("server counted %d operator and %d agent calls refused; the clients saw %d lists refused",
-			st.RefusedOperatorCalls, st.RefusedAgentCalls, refused.Load())
+			st.RefusedListCalls, st.RefusedAgentCalls, refused.Load())
 	}
 }
 
@@ -103,7 +103,7 @@ func TestOperatorFloodRefusedHeartbeatsServed(t *testing.T) {
 // server that takes one operator call at a time: while it waits, another
 // operator call is answered; a change wakes it with its answer.
 func TestBlockingQueryHoldsNoOperatorSlot(t *testing.T) {
-	e := newEnv(t, limited(func(l *rpc.Limits) { l.MaxOperatorCalls = 1 }))
+	e := newEnv(t, limited(func(l *rpc.Limits) { l.MaxListCalls = 1 }))
 	e.register()
 	index := e.latestIndex()
 	type answer struct {

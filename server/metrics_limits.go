@@ -35,8 +35,10 @@ func (c limitsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c limitsCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
 	ch <- prometheus.MustNewConstMetric(callsInFlightDesc, prometheus.GaugeValue, float64(st.AgentCalls), "agent")
+	ch <- prometheus.MustNewConstMetric(callsInFlightDesc, prometheus.GaugeValue, float64(st.ListCalls), "list")
 	ch <- prometheus.MustNewConstMetric(callsInFlightDesc, prometheus.GaugeValue, float64(st.OperatorCalls), "operator")
 	ch <- prometheus.MustNewConstMetric(callsRefusedDesc, prometheus.CounterValue, float64(st.RefusedAgentCalls), "agent")
+	ch <- prometheus.MustNewConstMetric(callsRefusedDesc, prometheus.CounterValue, float64(st.RefusedListCalls), "list")
 	ch <- prometheus.MustNewConstMetric(callsRefusedDesc, prometheus.CounterValue, float64(st.RefusedOperatorCalls), "operator")
 	ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(st.Connections))
 	ch <- prometheus.MustNewConstMetric(connectionsRefusedDesc, prometheus.CounterValue, float64(st.RefusedConnections))

@@ -19,7 +19,7 @@ import (
 // may be marked down or disconnected, and the leader and its term must stay
 // the same. So that the test cannot pass vacuously, the flood must have been
 // refused at least once and answered at least once. Without the operator
-// bound (-rpc-max-operator-calls 100000) the same flood ends hundreds of
+// bound (-rpc-max-list-calls 100000) the same flood ends hundreds of
 // calls in DeadlineExceeded and costs several elections on a 2-core machine.
 func TestOperatorFloodKeepsCluster(t *testing.T) {
 	const nodes = 2000
