@@ -1,0 +1,201 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// ErrDamaged marks a data dir that failed its start-up checks. A
+// *DamageError carries the file and what is wrong.
+var ErrDamaged = errors.New("data dir damaged")
+
+// DamageError names a damaged file of the data dir and what is wrong.
+type DamageError struct {
+	// File is the path of the damaged file (or directory).
+	File string
+	// Problem says what is wrong, for people.
+	Problem string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *DamageError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s is damaged: %s: %v", e.File, e.Problem, e.Err)
+	}
+	return fmt.Sprintf("%s is damaged: %s", e.File, e.Problem)
+}
+
+// Is makes errors.Is(err, ErrDamaged) true.
+func (e *DamageError) Is(target error) bool { return target == ErrDamaged }
+
+// Unwrap returns the underlying error.
+func (e *DamageError) Unwrap() error { return e.Err }
+
+// Paths of raft's state inside a server's data dir.
+const (
+	raftDirName = "raft"
+	raftDBName  = "raft.db"
+	// confBucket is raft-boltdb's bucket of the stable store.
+	confBucket = "conf"
+)
+
+// RaftDir is the directory of raft's state in a data dir.
+func RaftDir(dataDir string) string { return filepath.Join(dataDir, raftDirName) }
+
+// StateExists reports whether a data dir holds raft state: a raft.db or a
+// snapshot directory. A server whose data dir has state must never start
+// as a new server.
+func StateExists(dataDir string) bool {
+	for _, p := range []string{
+		filepath.Join(RaftDir(dataDir), raftDBName),
+		filepath.Join(RaftDir(dataDir), snapshotsDir),
+	} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// RecordedServerID returns the server id recorded in the data dir's
+// raft.db, and false if there is none or raft.db cannot be read. It must
+// not be called while a server has the data dir open.
+func RecordedServerID(dataDir string) (string, bool) {
+	path := filepath.Join(RaftDir(dataDir), raftDBName)
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return "", false
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: boltOpenTimeout})
+	if err != nil {
+		return "", false
+	}
+	defer func() { _ = db.Close() }()
+	var id string
+	_ = db.View(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket([]byte(confBucket)); b != nil {
+			id = string(b.Get(keyServerID))
+		}
+		return nil
+	})
+	return id, id != ""
+}
+
+// SetAside renames the raft state of a data dir out of the way, keeping it
+// for forensics, and returns the new path. The next start finds no raft
+// state.
+func SetAside(dataDir string, now time.Time) (string, error) {
+	from := RaftDir(dataDir)
+	to := fmt.Sprintf("%s.damaged-%s", from, now.UTC().Format("20060102T150405Z"))
+	if err := os.Rename(from, to); err != nil {
+		return "", fmt.Errorf("set the raft state aside: %w", err)
+	}
+	return to, nil
+}
+
+// verifyBoltFile checks raft.db before the bolt store opens it for
+// writing: that it has both meta pages, is as long as they say, and that
+// its pages form a consistent tree (bbolt's own check). bbolt checksums only
+// its meta pages; entries are verified by the checked store.
+func verifyBoltFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil // a new server
+	case err != nil:
+		return &DamageError{File: path, Problem: "cannot be read", Err: err}
+	case fi.Size() == 0:
+		// bolt would quietly make an empty database of it: a server with
+		// no state, under an id the cluster knows.
+		return &DamageError{File: path, Problem: "is empty"}
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: boltOpenTimeout})
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("open %s: another process holds its lock (is another server using this data dir?): %w", path, err)
+	case err != nil:
+		return &DamageError{File: path, Problem: "is not a valid bolt database", Err: err}
+	}
+	defer func() { _ = db.Close() }()
+	return db.View(func(tx *bbolt.Tx) error {
+		if want := tx.Size(); fi.Size() < want {
+			// Reading the pages past the end would fault.
+			return &DamageError{File: path, Problem: fmt.Sprintf("has %d bytes but its pages reach to byte %d (truncated?)", fi.Size(), want)}
+		}
+		var problems []string
+		for err := range tx.Check() {
+			if len(problems) < 5 {
+				problems = append(problems, err.Error())
+			}
+		}
+		if len(problems) > 0 {
+			return &DamageError{File: path, Problem: "its page structure is inconsistent: " + strings.Join(problems, "; ")}
+		}
+		for _, name := range []string{"logs", confBucket} {
+			if tx.Bucket([]byte(name)) == nil {
+				return &DamageError{File: path, Problem: fmt.Sprintf("has no %q bucket", name)}
+			}
+		}
+		return nil
+	})
+}
+
+// verifyState checks, before raft starts, everything raft will read: the
+// server id record, every log entry, and the snapshots raft would restore,
+// and that together they hold the whole history. A memory fault while
+// reading bolt's mapped pages (a file damaged in a way the checks above
+// missed) is reported as damage rather than crashing the process.
+func verifyState(store *checkedStore, raftDir, serverID string, logger *slog.Logger) (err error) {
+	start := time.Now()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = &DamageError{File: store.path, Problem: fmt.Sprintf("reading it faulted: %v", r)}
+		}
+	}()
+	if err := store.checkOwner(serverID); err != nil {
+		return err
+	}
+	logStats, err := store.verifyLog()
+	if err != nil {
+		return err
+	}
+	logTime := time.Since(start)
+	rep, err := verifySnapshots(raftDir)
+	if err != nil {
+		return err
+	}
+	if err := checkCoverage(raftDir, rep, logStats); err != nil {
+		return err
+	}
+	for _, name := range rep.removedTemp {
+		logger.Info("removed an incomplete snapshot", "dir", filepath.Join(raftDir, snapshotsDir, name))
+	}
+	for _, d := range rep.damaged {
+		logger.Warn("a snapshot is damaged; raft restores an older one and replays the log, which covers the gap",
+			"err", d, "restoring", snapshotName(rep.restorable))
+	}
+	attrs := []any{"log_first", logStats.first, "log_last", logStats.last, "snapshot", snapshotName(rep.restorable),
+		"log_verify_time", logTime, "total_time", time.Since(start)}
+	if logStats.unchecked > 0 {
+		attrs = append(attrs, "entries_without_checksum", logStats.unchecked)
+	}
+	logger.Info("raft state verified", attrs...)
+	return nil
+}
+
+func snapshotName(m *snapshotMeta) string {
+	if m == nil {
+		return "none"
+	}
+	return m.ID
+}
