@@ -64,6 +64,9 @@ type options struct {
 	// serverArgs are flags for one server of New, by its number (1 is s1).
 	serverArgs map[int][]string
 	tls        bool
+	// tmpfs are the sizes of tmpfs data dirs by server number; 0 is every
+	// server (TmpfsDataDir).
+	tmpfs map[int]int64
 	// dial is added to the harness's own connections (TLS credentials).
 	dial []grpc.DialOption
 }
@@ -131,6 +134,7 @@ type Cluster struct {
 	servers []*Server
 	closers []func() error
 	crashes []string
+	mounts  []string // data dirs with a tmpfs of the harness mounted
 }
 
 // New starts n servers and waits until each serves gRPC (it does not wait
@@ -193,7 +197,7 @@ func New(t testing.TB, bin string, n int, opts ...Option) *Cluster {
 		if c.opts.beforeStart != nil {
 			c.opts.beforeStart(s)
 		}
-		s.start()
+		s.start(runOnce{})
 	}
 	// Start all before waiting for any: a server may wait for its peers.
 	for _, s := range servers {
@@ -233,7 +237,7 @@ func (c *Cluster) AddServer(opts ...Option) *Server {
 	if o.beforeStart != nil {
 		o.beforeStart(s)
 	}
-	s.start()
+	s.start(runOnce{})
 	s.waitStarted()
 	c.t.Logf("cluster: added %s", s)
 	return s
@@ -256,6 +260,9 @@ func (c *Cluster) newServer(i, rpcPort, raftPort int, o options) *Server {
 	if o.mode != modeDev {
 		s.dataDir = filepath.Join(c.dir, name)
 		s.args = append(s.args, "-data-dir", s.dataDir)
+		if size := o.tmpfsSize(i); size > 0 {
+			c.mountDataDir(s, size)
+		}
 	}
 	if !o.noServerID {
 		s.args = append(s.args, "-server-id", s.id)
@@ -381,6 +388,7 @@ func (c *Cluster) cleanup() {
 	for _, f := range closers {
 		_ = f()
 	}
+	c.unmountAll()
 	c.mu.Lock()
 	crashes := c.crashes
 	c.mu.Unlock()

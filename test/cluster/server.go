@@ -42,6 +42,7 @@ type Server struct {
 	logFile  string
 	args     []string
 	conn     *grpc.ClientConn
+	mounted  bool // the data dir is a tmpfs of the harness (TmpfsDataDir)
 
 	mu       sync.Mutex
 	id       string // the raft id; learned from the info file with ServerIDFromDataDir
@@ -187,9 +188,16 @@ func (s *Server) StopWith(sig syscall.Signal) {
 	select {
 	case <-done:
 	case <-time.After(StopTimeout):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-		t.Fatalf("%s did not exit within %s of %s; killed it\n%s", s, StopTimeout, sig, s.tail(logTailLines))
+		// SIGQUIT makes the Go runtime write every goroutine's stack into
+		// the log, which shows where the shutdown hangs.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(killTimeout):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		}
+		t.Fatalf("%s did not exit within %s of %s; sent SIGQUIT for a stack dump (in %s)\n%s", s, StopTimeout, sig, s.logFile, s.tail(logTailLines))
 	}
 	s.mu.Lock()
 	err := s.exitErr
@@ -266,9 +274,67 @@ func (s *Server) Restart() {
 	if s.Running() {
 		s.Stop()
 	}
-	s.start()
+	s.start(runOnce{})
 	s.waitStarted()
 	t.Logf("cluster: restarted %s", s)
+}
+
+// RestartWith is Restart with extra flags for this run only, after the
+// server's own (e.g. -rebuild-from-peers).
+func (s *Server) RestartWith(args ...string) {
+	t := s.c.t
+	t.Helper()
+	if s.Running() {
+		s.Stop()
+	}
+	s.start(runOnce{args: args})
+	s.waitStarted()
+	t.Logf("cluster: restarted %s with %s", s, strings.Join(args, " "))
+}
+
+// StartRefused starts a server that is not running, with extra flags for
+// this run only, and expects it to refuse to start: to exit without ever
+// serving. It fails the test if the process writes its info file or has not
+// exited within StartTimeout. It returns the exit error (nil for status 0)
+// and everything the run wrote to its log.
+func (s *Server) StartRefused(args ...string) (exitErr error, output string) {
+	t := s.c.t
+	t.Helper()
+	if s.Running() {
+		t.Fatalf("start %s: already running", s)
+	}
+	s.start(runOnce{args: args, expectExit: true})
+	s.mu.Lock()
+	done, cmd := s.done, s.cmd
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(StartTimeout):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+		t.Fatalf("%s was expected to refuse to start but still ran after %s\n%s", s, StartTimeout, s.tail(logTailLines))
+	}
+	if _, err := os.Stat(s.infoFile); err == nil {
+		t.Fatalf("%s was expected to refuse to start but served (it wrote its info file)\n%s", s, s.tail(logTailLines))
+	}
+	s.mu.Lock()
+	exitErr = s.exitErr
+	s.mu.Unlock()
+	t.Logf("cluster: %s refused to start: %v", s, exitErr)
+	return exitErr, s.RunOutput()
+}
+
+// RunOutput returns everything the current (or last) run of the server
+// wrote to its log file.
+func (s *Server) RunOutput() string {
+	s.mu.Lock()
+	offset := s.runStart
+	s.mu.Unlock()
+	data, err := os.ReadFile(s.logFile)
+	if err != nil || int64(len(data)) < offset {
+		return ""
+	}
+	return string(data[offset:])
 }
 
 // Wipe removes the data dir of a server that is not running, so that its
@@ -282,14 +348,40 @@ func (s *Server) Wipe() {
 	if s.dataDir == "" {
 		t.Fatalf("wipe %s: dev servers have no data dir of the harness's", s)
 	}
-	if err := os.RemoveAll(s.dataDir); err != nil {
+	if err := removeAll(s.dataDir, s.mounted); err != nil {
 		t.Fatalf("wipe %s: %v", s, err)
 	}
 	t.Logf("cluster: wiped the data dir of %s", s)
 }
 
+// runOnce adjusts one run of the server.
+type runOnce struct {
+	// args are added after the server's own flags.
+	args []string
+	// expectExit: the run is expected to end by itself, so its exit is no
+	// crash.
+	expectExit bool
+}
+
+// removeAll removes dir, or only what is in it when it is a mount point.
+func removeAll(dir string, mountPoint bool) error {
+	if !mountPoint {
+		return os.RemoveAll(dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // start starts the process; waitStarted waits for it to serve.
-func (s *Server) start() {
+func (s *Server) start(run runOnce) {
 	t := s.c.t
 	t.Helper()
 	if err := os.Remove(s.infoFile); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -302,8 +394,9 @@ func (s *Server) start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runs++
+	args := append(slices.Clone(s.args), run.args...)
 	if _, err := fmt.Fprintf(out, "--- harness: run %d of %s at %s: %s %s\n", s.runs, s.name,
-		time.Now().Format(time.RFC3339Nano), s.c.bin, strings.Join(s.args, " ")); err != nil {
+		time.Now().Format(time.RFC3339Nano), s.c.bin, strings.Join(args, " ")); err != nil {
 		_ = out.Close()
 		t.Fatal(err)
 	}
@@ -312,7 +405,7 @@ func (s *Server) start() {
 		_ = out.Close()
 		t.Fatal(err)
 	}
-	cmd := exec.Command(s.c.bin, s.args...)
+	cmd := exec.Command(s.c.bin, args...)
 	cmd.Env = childEnv()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
@@ -322,7 +415,7 @@ func (s *Server) start() {
 	}
 	done := make(chan struct{})
 	s.cmd, s.done, s.exitErr = cmd, done, nil
-	s.running, s.paused, s.expected = true, false, false
+	s.running, s.paused, s.expected = true, false, run.expectExit
 	s.runStart = offset
 	go func() {
 		err := cmd.Wait()
