@@ -70,9 +70,10 @@ func StateExists(dataDir string) bool {
 // RecordedServerID returns the server id recorded in the data dir's
 // raft.db, and false if there is none or raft.db cannot be read. It must
 // not be called while a server has the data dir open.
-func RecordedServerID(dataDir string) (string, bool) {
+func RecordedServerID(dataDir string) (id string, ok bool) {
 	path := filepath.Join(RaftDir(dataDir), raftDBName)
-	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() == 0 {
 		return "", false
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: boltOpenTimeout})
@@ -80,8 +81,18 @@ func RecordedServerID(dataDir string) (string, bool) {
 		return "", false
 	}
 	defer func() { _ = db.Close() }()
-	var id string
+	// A damaged file must not crash the caller; verifyBoltFile says what
+	// is wrong with it later.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if recover() != nil {
+			id, ok = "", false
+		}
+	}()
 	_ = db.View(func(tx *bbolt.Tx) error {
+		if tx.Size() > fi.Size() {
+			return nil // truncated: reading its pages would fault
+		}
 		if b := tx.Bucket([]byte(confBucket)); b != nil {
 			id = string(b.Get(keyServerID))
 		}

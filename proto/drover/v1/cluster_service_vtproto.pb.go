@@ -49,6 +49,7 @@ func (m *ServerInfoResponse) CloneVT() *ServerInfoResponse {
 	r.LastTerm = m.LastTerm
 	r.AppliedIndex = m.AppliedIndex
 	r.LastContact = m.LastContact
+	r.StorageError = m.StorageError
 	if rhs := m.Forming; rhs != nil {
 		tmpContainer := make([]*ServerMember, len(rhs))
 		for k, v := range rhs {
@@ -168,6 +169,9 @@ func (this *ServerInfoResponse) EqualVT(that *ServerInfoResponse) bool {
 			}
 		}
 	}
+	if this.StorageError != that.StorageError {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -281,6 +285,13 @@ func (m *ServerInfoResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.StorageError) > 0 {
+		i -= len(m.StorageError)
+		copy(dAtA[i:], m.StorageError)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.StorageError)))
+		i--
+		dAtA[i] = 0x5a
 	}
 	if len(m.Forming) > 0 {
 		for iNdEx := len(m.Forming) - 1; iNdEx >= 0; iNdEx-- {
@@ -492,6 +503,10 @@ func (m *ServerInfoResponse) SizeVT() (n int) {
 			l = e.SizeVT()
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	l = len(m.StorageError)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -843,6 +858,38 @@ func (m *ServerInfoResponse) UnmarshalVT(dAtA []byte) error {
 			if err := m.Forming[len(m.Forming)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
+			iNdEx = postIndex
+		case 11:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StorageError", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.StorageError = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
