@@ -92,7 +92,9 @@ func (w *storageWatch) handOver(ctx context.Context, full error) error {
 	return nil
 }
 
-// pickTarget asks every other voter whether it can store writes.
+// pickTarget asks every other voter whether it can store writes, and
+// picks the one with space that is furthest along; failing that, one that
+// could not be asked.
 func (w *storageWatch) pickTarget(ctx context.Context) (raft.Server, error) {
 	s := w.s
 	conf, err := s.configuration()
@@ -115,10 +117,14 @@ func (w *storageWatch) pickTarget(ctx context.Context) (raft.Server, error) {
 		return raft.Server{}, errors.New("no other voter")
 	}
 	var wg sync.WaitGroup
+	var unknown []raft.Server
 	for _, c := range candidates {
 		m := snap.ServerByID(string(c.srv.ID))
 		if m == nil {
-			c.err = errors.New("address unknown")
+			// Not announced yet (its record needs a write, which this
+			// leader refuses): it cannot be asked, but may have space.
+			unknown = append(unknown, c.srv)
+			c.err = errors.New("gRPC address unknown")
 			continue
 		}
 		wg.Go(func() { c.info, c.err = s.peers.info(ctx, m.GetRpcAddr()) })
@@ -136,9 +142,12 @@ func (w *storageWatch) pickTarget(ctx context.Context) (raft.Server, error) {
 			ready = append(ready, c)
 		}
 	}
-	if len(ready) == 0 {
-		return raft.Server{}, fmt.Errorf("no other voter can store writes: %w", errors.Join(problems...))
+	switch {
+	case len(ready) > 0:
+		best := slices.MaxFunc(ready, func(a, b *candidate) int { return cmp.Compare(a.info.GetLastIndex(), b.info.GetLastIndex()) })
+		return best.srv, nil
+	case len(unknown) > 0:
+		return unknown[0], nil
 	}
-	best := slices.MaxFunc(ready, func(a, b *candidate) int { return cmp.Compare(a.info.GetLastIndex(), b.info.GetLastIndex()) })
-	return best.srv, nil
+	return raft.Server{}, fmt.Errorf("no other voter can store writes: %w", errors.Join(problems...))
 }

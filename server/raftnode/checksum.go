@@ -222,11 +222,17 @@ type logStats struct {
 	first, last uint64
 	// unchecked counts entries written before checksums existed.
 	unchecked uint64
+	// missing is the first index after the snapshot that is not in the
+	// log, 0 if none is missing.
+	missing uint64
 }
 
-// verifyLog reads every entry of the log through GetLog, and checks that
-// the indexes are contiguous.
-func (s *checkedStore) verifyLog() (logStats, error) {
+// verifyLog reads every entry of the log through GetLog, and finds the
+// first entry missing after base, the index of the snapshot raft will
+// restore. Gaps at or below base are normal: raft keeps the log it had
+// when it installs a snapshot sent by the leader, and never reads those
+// entries again for its own state.
+func (s *checkedStore) verifyLog(base uint64) (logStats, error) {
 	var st logStats
 	var err error
 	if st.first, err = s.bolt.FirstIndex(); err != nil {
@@ -238,17 +244,22 @@ func (s *checkedStore) verifyLog() (logStats, error) {
 	if st.last == 0 {
 		return st, nil
 	}
+	if st.last > base && st.first > base+1 {
+		st.missing = base + 1
+	}
 	var l raft.Log
 	for i := st.first; i <= st.last; i++ {
 		l = raft.Log{}
 		framed, err := s.getLog(i, &l)
-		if err != nil {
-			if errors.Is(err, raft.ErrLogNotFound) {
-				return st, &DamageError{File: s.path, Problem: fmt.Sprintf("log entry %d is missing between %d and %d", i, st.first, st.last)}
+		switch {
+		case errors.Is(err, raft.ErrLogNotFound):
+			if i > base && st.missing == 0 {
+				st.missing = i
 			}
+			continue
+		case err != nil:
 			return st, err
-		}
-		if !framed {
+		case !framed:
 			st.unchecked++
 		}
 	}

@@ -86,7 +86,7 @@ func TestCheckedStoreRoundTrip(t *testing.T) {
 	if err := s.GetLog(21, &raft.Log{}); !errors.Is(err, raft.ErrLogNotFound) {
 		t.Fatalf("GetLog past the end: %v, want ErrLogNotFound", err)
 	}
-	st, err := s.verifyLog()
+	st, err := s.verifyLog(0)
 	if err != nil || st.first != 1 || st.last != 20 || st.unchecked != 0 {
 		t.Fatalf("verifyLog = %+v, %v; want 1..20, all checked", st, err)
 	}
@@ -160,7 +160,7 @@ func TestCheckedStoreFindsDamage(t *testing.T) {
 			if err := db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte("logs")).Delete(uint64ToKey(5)) }); err != nil {
 				t.Fatal(err)
 			}
-		}, "log entry 5 is missing between 1 and 10"},
+		}, "log entries are missing: no snapshot verifies and the log (1 to 10) lacks entry 5"},
 		{"undecodable entry", func(t *testing.T, path string) {
 			db, err := bbolt.Open(path, 0o600, nil)
 			if err != nil {
@@ -184,7 +184,10 @@ func TestCheckedStoreFindsDamage(t *testing.T) {
 			}
 			tt.damage(t, path)
 			s, _ = openChecked(t, path)
-			_, err := s.verifyLog()
+			st, err := s.verifyLog(0)
+			if err == nil {
+				err = checkCoverage(filepath.Dir(path), path, snapshotReport{}, st)
+			}
 			var d *DamageError
 			if !errors.As(err, &d) || !errors.Is(err, ErrDamaged) {
 				t.Fatalf("verifyLog = %v, want a *DamageError", err)
@@ -223,7 +226,7 @@ func TestCheckedStoreAcceptsOldEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ = openChecked(t, path)
-	st, err := s.verifyLog()
+	st, err := s.verifyLog(0)
 	if err != nil || st.unchecked != 10 || s.checkedFrom != 11 {
 		t.Fatalf("verifyLog = %+v, %v, checkedFrom %d; want 10 unchecked entries, from 11 on checked", st, err, s.checkedFrom)
 	}
@@ -231,14 +234,14 @@ func TestCheckedStoreAcceptsOldEntries(t *testing.T) {
 
 	flipInFile(t, path, []byte("payload-0005-abcdefgh"))
 	s, _ = openChecked(t, path)
-	if _, err := s.verifyLog(); err != nil {
+	if _, err := s.verifyLog(0); err != nil {
 		t.Fatalf("a flipped bit in an entry from before checksums: %v; it cannot be detected and is accepted", err)
 	}
 	_ = s.bolt.Close()
 
 	flipInFile(t, path, []byte("payload-0015-abcdefgh"))
 	s, _ = openChecked(t, path)
-	if _, err := s.verifyLog(); err == nil || !strings.Contains(err.Error(), "log entry 15 checksum mismatch") {
+	if _, err := s.verifyLog(0); err == nil || !strings.Contains(err.Error(), "log entry 15 checksum mismatch") {
 		t.Fatalf("a flipped bit in a checked entry: %v, want a checksum mismatch of entry 15", err)
 	}
 }
@@ -290,5 +293,25 @@ func TestCheckedStoreRefusesAppendsWhenFull(t *testing.T) {
 	free = 8 << 20
 	if err := s.StoreLogs(entries(1, 3)); err != nil {
 		t.Fatalf("StoreLogs once space is freed: %v", err)
+	}
+}
+
+// TestVerifyLogAcceptsGapsBelowTheSnapshot: after installing a snapshot
+// from the leader, raft keeps the log it had, so the log may have a gap
+// that the snapshot covers; only entries after the snapshot must all be
+// there.
+func TestVerifyLogAcceptsGapsBelowTheSnapshot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "raft.db")
+	s, _ := openChecked(t, path)
+	if err := s.StoreLogs(append(entries(1, 4), entries(9, 12)...)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		base, missing uint64
+	}{{base: 8, missing: 0}, {base: 12, missing: 0}, {base: 7, missing: 8}, {base: 0, missing: 5}} {
+		st, err := s.verifyLog(tt.base)
+		if err != nil || st.missing != tt.missing {
+			t.Errorf("verifyLog(%d) = %+v, %v; want entry %d missing (0: none)", tt.base, st, err, tt.missing)
+		}
 	}
 }

@@ -216,26 +216,32 @@ func verifySnapshotState(snapDir string, m *snapshotMeta) *DamageError {
 	return nil
 }
 
+// base is the index of the snapshot raft will restore, 0 if none.
+func (r snapshotReport) base() uint64 {
+	if r.restorable == nil {
+		return 0
+	}
+	return r.restorable.Index
+}
+
 // checkCoverage refuses snapshots and a log that together do not hold the
 // whole history: every entry after the snapshot raft will restore must be
 // in the log. A damaged newer snapshot is then harmless (raft restores the
-// older one and replays the log), and reported as a warning by the caller.
-func checkCoverage(raftDir string, rep snapshotReport, log logStats) error {
-	var base uint64
-	if rep.restorable != nil {
-		base = rep.restorable.Index
-	}
-	if log.last == 0 || log.first <= base+1 {
+// older one and replays the log), and reported as a warning by the caller;
+// otherwise the damaged snapshot is what is named.
+func checkCoverage(raftDir, dbPath string, rep snapshotReport, log logStats) error {
+	if log.missing == 0 {
 		return nil
 	}
+	usable := "no snapshot verifies"
+	if rep.restorable != nil {
+		usable = fmt.Sprintf("the newest snapshot that verifies ends at index %d", rep.base())
+	}
+	lost := fmt.Sprintf("%s and the log (%d to %d) lacks entry %d", usable, log.first, log.last, log.missing)
 	if len(rep.damaged) > 0 {
 		d := *rep.damaged[0]
-		usable := "no snapshot verifies"
-		if rep.restorable != nil {
-			usable = fmt.Sprintf("the newest snapshot that verifies ends at index %d", base)
-		}
-		d.Problem += fmt.Sprintf("; %s and the log starts at index %d, so entries %d to %d are lost", usable, log.first, base+1, log.first-1)
+		d.Problem += "; " + lost + ", so the history cannot be rebuilt from this data dir"
 		return &d
 	}
-	return &DamageError{File: filepath.Join(raftDir, snapshotsDir), Problem: fmt.Sprintf("the log starts at index %d but no snapshot holds the entries before it (newest snapshot ends at %d)", log.first, base)}
+	return &DamageError{File: dbPath, Problem: "log entries are missing: " + lost}
 }
