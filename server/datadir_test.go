@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/server/raftnode"
 )
 
@@ -94,6 +95,45 @@ func TestServerID(t *testing.T) {
 				return
 			}
 			t.Fatalf("serverID = %q, want %q", id, tt.wantID)
+		})
+	}
+}
+
+func TestSpareCheck(t *testing.T) {
+	t.Parallel()
+	peer := func(id string, voter bool) *droverv1.RaftPeer { return &droverv1.RaftPeer{Id: id, Voter: voter} }
+	health := func(ids ...string) *droverv1.ServerMembersResponse {
+		resp := &droverv1.ServerMembersResponse{}
+		for _, id := range ids {
+			resp.Servers = append(resp.Servers, &droverv1.ServerHealth{Id: id, Healthy: true})
+		}
+		return resp
+	}
+	tests := []struct {
+		name     string
+		peers    []*droverv1.RaftPeer
+		healthy  *droverv1.ServerMembersResponse
+		inConfig bool
+		wantErr  string
+	}{
+		{"three servers, others healthy", []*droverv1.RaftPeer{peer("s1", true), peer("s2", true), peer("s3", true)}, health("s2", "s3"), true, ""},
+		{"already removed", []*droverv1.RaftPeer{peer("s2", true), peer("s3", true)}, health("s2", "s3"), false, ""},
+		{"three servers, one other down", []*droverv1.RaftPeer{peer("s1", true), peer("s2", true), peer("s3", true)}, health("s2"), false,
+			"only 1 of the other voters [s2 s3] are healthy ([s2]), fewer than the 2"},
+		{"five servers, one other down", []*droverv1.RaftPeer{peer("s1", true), peer("s2", true), peer("s3", true), peer("s4", true), peer("s5", true)},
+			health("s2", "s3", "s4"), true, ""},
+		{"single server", []*droverv1.RaftPeer{peer("s1", true)}, health(), false, "single-server cluster has no peer"},
+		{"only a non-voter besides", []*droverv1.RaftPeer{peer("s1", true), peer("s2", false)}, health("s2"), false, "single-server cluster has no peer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inConfig, err := spareCheck("peer:4650", "s1", &droverv1.RaftListPeersResponse{Peers: tt.peers}, tt.healthy)
+			switch {
+			case tt.wantErr == "" && (err != nil || inConfig != tt.inConfig):
+				t.Fatalf("spareCheck = %v, %v; want %v, nil", inConfig, err, tt.inConfig)
+			case tt.wantErr != "" && (!errors.Is(err, errCannotSpare) || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("spareCheck = %v; want errCannotSpare saying %q", err, tt.wantErr)
+			}
 		})
 	}
 }

@@ -125,6 +125,13 @@ func (s *Server) canSpare(ctx context.Context, addr, id string) (inConfig bool, 
 	if err != nil {
 		return false, fmt.Errorf("server health from %s: %w", addr, err)
 	}
+	return spareCheck(addr, id, peers, members)
+}
+
+// spareCheck decides from the leader's raft configuration and server
+// health whether the cluster can do without server id while it rebuilds,
+// and whether id is in the configuration.
+func spareCheck(addr, id string, peers *droverv1.RaftListPeersResponse, members *droverv1.ServerMembersResponse) (inConfig bool, err error) {
 	healthy := map[string]bool{}
 	for _, m := range members.GetServers() {
 		healthy[m.GetId()] = m.GetHealthy()

@@ -172,7 +172,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	// Everything raft reads at start is verified first: raft itself panics
 	// on an unreadable entry, and would apply a damaged one.
-	if err := verifyState(checked, dir, cfg.ServerID, storeLogger); err != nil {
+	restorable, err := verifyState(checked, dir, cfg.ServerID, storeLogger)
+	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: %w", cfg.ServerID, err)
 	}
 	logs, err := raft.NewLogCache(logCacheSize, checked)
@@ -184,7 +185,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: open snapshot store in %s: %w", cfg.ServerID, dir, err)
 	}
-	snaps := &guardedSnapshots{SnapshotStore: files, dir: filepath.Join(dir, snapshotsDir), guard: guard}
+	snaps := &guardedSnapshots{SnapshotStore: files, dir: filepath.Join(dir, snapshotsDir), guard: guard, verified: restorable}
 
 	trans, err := newTransport(addrs, cfg.TLS, logger.Named("net"))
 	if err != nil {

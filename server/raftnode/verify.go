@@ -165,28 +165,28 @@ func verifyBoltFile(path string) error {
 // and that together they hold the whole history. A memory fault while
 // reading bolt's mapped pages (a file damaged in a way the checks above
 // missed) is reported as damage rather than crashing the process.
-func verifyState(store *checkedStore, raftDir, serverID string, logger *slog.Logger) (err error) {
+func verifyState(store *checkedStore, raftDir, serverID string, logger *slog.Logger) (restorable *snapshotMeta, err error) {
 	start := time.Now()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = &DamageError{File: store.path, Problem: fmt.Sprintf("reading it faulted: %v", r)}
+			restorable, err = nil, &DamageError{File: store.path, Problem: fmt.Sprintf("reading it faulted: %v", r)}
 		}
 	}()
 	if err := store.checkOwner(serverID); err != nil {
-		return err
+		return nil, err
 	}
 	rep, err := verifySnapshots(raftDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	snapTime := time.Since(start)
 	logStats, err := store.verifyLog(rep.base())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkCoverage(raftDir, store.path, rep, logStats); err != nil {
-		return err
+		return nil, err
 	}
 	for _, name := range rep.removedTemp {
 		logger.Info("removed an incomplete snapshot", "dir", filepath.Join(raftDir, snapshotsDir, name))
@@ -201,7 +201,7 @@ func verifyState(store *checkedStore, raftDir, serverID string, logger *slog.Log
 		attrs = append(attrs, "entries_without_checksum", logStats.unchecked)
 	}
 	logger.Info("raft state verified", attrs...)
-	return nil
+	return rep.restorable, nil
 }
 
 func snapshotName(m *snapshotMeta) string {

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,5 +209,41 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVerifiedSnapshotReadOnce: the snapshot verified at start is not
+// verified again by raft's restore, its first Open; every later Open (a
+// snapshot sent to a follower) is verified by the file store.
+func TestVerifiedSnapshotReadOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	snaps, _ := seedDataDir(t, dir, 1000)
+	rep, err := verifySnapshots(RaftDir(dir))
+	if err != nil || rep.restorable == nil || rep.restorable.ID != filepath.Base(snaps[0]) {
+		t.Fatalf("verifySnapshots = %+v, %v", rep, err)
+	}
+	files, err := raft.NewFileSnapshotStore(RaftDir(dir), snapshotsRetained, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &guardedSnapshots{SnapshotStore: files, dir: filepath.Join(RaftDir(dir), snapshotsDir), verified: rep.restorable}
+	// Changed after verification, so only a second look can tell.
+	flipInFile(t, filepath.Join(snaps[0], snapshotStateFile), []byte("round1-entry3"))
+
+	if _, _, err := store.Open(filepath.Base(snaps[1])); err != nil {
+		t.Fatalf("Open of the older snapshot: %v", err)
+	}
+	meta, rc, err := store.Open(rep.restorable.ID)
+	if err != nil {
+		t.Fatalf("first Open of the verified snapshot: %v", err)
+	}
+	data, _ := io.ReadAll(rc)
+	_ = rc.Close()
+	if meta.ID != rep.restorable.ID || meta.Index != rep.restorable.Index || int64(len(data)) != meta.Size {
+		t.Fatalf("Open = %+v with %d bytes, want snapshot %+v", meta, len(data), rep.restorable)
+	}
+	if _, _, err := store.Open(rep.restorable.ID); err == nil || !strings.Contains(err.Error(), "CRC") {
+		t.Fatalf("second Open = %v, want the file store's CRC mismatch", err)
 	}
 }
