@@ -88,9 +88,17 @@ func TestDamagedRaftStateRefusedThenRebuilt(t *testing.T) {
 		file, says := dc.damage(t, s, marker.GetName())
 		refusedNaming(t, s, dc.name, file, says, "-rebuild-from-peers")
 
+		joined := joins(c.Others(s), s)
 		s.RestartWith("-rebuild-from-peers")
 		c.WaitHealthy(ctx, 3)
 		c.WaitConverged(ctx)
+		// It left the configuration and joined as a new member (a
+		// non-voter until caught up), not as the voter it was: a voter
+		// without its log could elect a leader that lacks committed
+		// entries.
+		if now := joins(c.Others(s), s); now != joined+1 {
+			t.Errorf("%s: the leader added %s as a new server %d times, want once", dc.name, s, now-joined)
+		}
 		requireNodes(ctx, t, c.Servers(), nodes)
 		setAside(t, s, "raft.damaged-*", 1)
 		// Once rebuilt, the data dir is whole: it starts without the flag.
@@ -177,6 +185,20 @@ func TestRebuildRefused(t *testing.T) {
 			t.Errorf("data dir changed by a refused rebuild:\nbefore %s\nafter  %s", before, after)
 		}
 	})
+}
+
+// joins counts how often the servers' current runs logged adding s to
+// the raft configuration as a new server.
+func joins(servers []*cluster.Server, s *cluster.Server) int {
+	n := 0
+	for _, srv := range servers {
+		for _, rec := range srv.LogRecords() {
+			if rec["msg"] == "server joined" && rec["id"] == s.ID() {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // refusedNaming starts s, expects it to refuse, and checks that what it
