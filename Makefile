@@ -21,7 +21,10 @@ FUZZTIME ?= 10s
 BREAKING_BRANCH ?= main
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test fmt-check vet go-test fuzz proto proto-check lint bench tidy clean
+# The long fault sweep of `make chaos`: flags of test/chaos (see docs/reliability.md).
+CHAOS_ARGS ?= -chaos.rounds=10 -chaos.hold=15s -chaos.calm=5s -chaos.seeds=3
+
+.PHONY: help build run test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench tidy clean
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value]'
@@ -36,11 +39,12 @@ build: ## Build the static binary bin/drover (version stamped from git describe)
 run: ## Run a dev server, 5 simulated nodes and a sample job in the foreground (Ctrl-C stops all, removes the data)
 	$(GO) run ./cmd/drover dev
 
-test: ## Everything CI runs: fmt-check, vet, proto-check, go test -race, fuzz
+test: ## Everything CI runs: fmt-check, vet, proto-check, go test -race, the short fault sweep, fuzz
 	@$(MAKE) --no-print-directory fmt-check
 	@$(MAKE) --no-print-directory vet
 	@$(MAKE) --no-print-directory proto-check
 	@$(MAKE) --no-print-directory go-test
+	@$(MAKE) --no-print-directory chaos-sweep
 	@$(MAKE) --no-print-directory fuzz
 
 fmt-check: ## Fail if gofmt -l lists any non-generated .go file
@@ -57,8 +61,14 @@ fmt-check: ## Fail if gofmt -l lists any non-generated .go file
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-go-test: ## go test -race on all packages (part of test)
-	$(GO) test -race -count=1 -timeout 15m ./...
+go-test: ## go test -race on all packages but the fault suite (part of test)
+	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/test/chaos$$')
+
+chaos-sweep: ## The fault suite, short: every fault once (part of test; runs alone, it starts many servers)
+	$(GO) test -race -count=1 -timeout 20m ./test/chaos/
+
+chaos: ## The fault suite, long (CHAOS_ARGS); failing runs leave artifacts in DROVER_CHAOS_ARTIFACTS
+	$(GO) test -count=1 -timeout 12h -v ./test/chaos/ -args $(CHAOS_ARGS)
 
 fuzz: ## Run every Go fuzz target for FUZZTIME (default 10s) each
 	@targets=$$(grep -rE --include='*_test.go' --exclude-dir=.git --exclude-dir=testdata --exclude-dir=vendor \

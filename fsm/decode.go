@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -24,6 +26,7 @@ type Marshaler interface {
 
 // vtMessage is a generated message with vtprotobuf's fast codec.
 type vtMessage interface {
+	proto.Message
 	Marshaler
 	UnmarshalVT([]byte) error
 }
@@ -47,15 +50,21 @@ func Decode(data []byte) (droverv1.MessageType, any, error) {
 	msgType := droverv1.MessageType(data[0])
 	msg := newEntryMessage(msgType)
 	if msg == nil {
-		if msgType.Ignorable() {
-			return msgType, nil, fmt.Errorf("%w %d", ErrIgnorableType, msgType)
-		}
-		return msgType, nil, fmt.Errorf("%w %d", ErrUnknownType, msgType)
+		return msgType, nil, unknownType(msgType)
 	}
 	if err := msg.UnmarshalVT(data[1:]); err != nil {
 		return msgType, nil, fmt.Errorf("decode %s entry: %w", msgType, err)
 	}
 	return msgType, msg, nil
+}
+
+// unknownType is the error for an entry of type t that this server does
+// not know: ErrIgnorableType if t may be skipped, ErrUnknownType if not.
+func unknownType(t droverv1.MessageType) error {
+	if t.Ignorable() {
+		return fmt.Errorf("%w %d", ErrIgnorableType, t)
+	}
+	return fmt.Errorf("%w %d", ErrUnknownType, t)
 }
 
 // newEntryMessage returns an empty message of the entry type, or nil for a
@@ -90,6 +99,8 @@ func newEntryMessage(t droverv1.MessageType) vtMessage {
 		return &droverv1.AllocDesiredTransitionEntry{}
 	case droverv1.MessageTypeServerRemove:
 		return &droverv1.ServerRemoveEntry{}
+	case droverv1.MessageTypeClusterMetadata:
+		return &droverv1.ClusterMetadataEntry{}
 	}
 	return nil
 }

@@ -23,6 +23,9 @@ func stateDiff(a, b *state.Snapshot) string {
 	diffSeq(&out, "allocs", a.Allocs(), b.Allocs(), (*droverv1.Allocation).GetId)
 	diffSeq(&out, "servers", a.Servers(), b.Servers(), (*droverv1.ServerMember).GetId)
 	diffSeq(&out, "job requests", a.JobRequestResults(), b.JobRequestResults(), (*droverv1.JobRequestResult).GetRequestId)
+	if am, bm := a.ClusterMetadata(), b.ClusterMetadata(); !proto.Equal(am, bm) {
+		fmt.Fprintf(&out, "cluster metadata: %v != %v\n", am, bm)
+	}
 	ai, bi := map[string]uint64{}, map[string]uint64{}
 	for t, i := range a.TableIndexes() {
 		ai[t] = i

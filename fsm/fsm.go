@@ -11,6 +11,7 @@ import (
 	"log/slog"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/droverhq/drover/fsm/events"
 	"github.com/droverhq/drover/fsm/state"
@@ -23,16 +24,20 @@ import (
 // snapshot may run concurrently with Apply, which is safe because a state
 // snapshot is an immutable view.
 type FSM struct {
-	state  *state.StateStore
-	events *events.Broker
-	logger *slog.Logger
-	hooks  Hooks
+	state   *state.StateStore
+	events  *events.Broker
+	logger  *slog.Logger
+	hooks   Hooks
+	release Release
+	halt    halt
+	// portable scans entries and snapshot records (portable.go).
+	portable droverv1.WireScanners
 }
 
 // New returns an FSM that applies entries to st and publishes events to
 // broker.
 func New(st *state.StateStore, broker *events.Broker, logger *slog.Logger) *FSM {
-	return &FSM{state: st, events: broker, logger: logger}
+	return &FSM{state: st, events: broker, logger: logger, halt: newHalt()}
 }
 
 // SetHooks installs the leader-side hooks. Call it before raft starts
@@ -46,22 +51,34 @@ func (f *FSM) SetHooks(h Hooks) { f.hooks = h }
 // AllocClientUpdate, a *state.NodeStatusResult for NodeStatusBatch, a
 // *state.GCResult for GC. JobRegister and JobDeregister return the request's
 // *droverv1.JobRequestResult: the first application's when the entry's
-// request id was already applied (then nothing was written). raft hands the
-// value back to the proposer through ApplyFuture.Response.
+// request id was already applied (then nothing was written).
+// ClusterMetadata returns the stored *droverv1.ClusterMetadata. raft hands
+// the value back to the proposer through ApplyFuture.Response.
 //
-// An entry that cannot be decoded means the log is corrupt or was written by
-// a newer server with a type this one does not know: applying anything else
-// would let this server's state diverge, so Apply panics, unless the type is
-// marked ignorable.
+// Strings that are not valid UTF-8, which older servers let into the log,
+// are repaired before they are applied (see makePortable).
+//
+// An entry of a type this server's release does not know is skipped when
+// the type is marked ignorable. Otherwise (an unknown type below 128, or an
+// entry that does not decode) applying anything more would let this
+// server's state diverge from the others': the FSM halts (see Halted) and
+// answers this entry and every later one with the *Halt.
 func (f *FSM) Apply(l *raft.Log) any {
-	msgType, msg, err := Decode(l.Data)
+	if h := f.Halted(); h != nil {
+		return h
+	}
+	msgType, msg, err := f.decode(l.Data)
 	if errors.Is(err, ErrIgnorableType) {
-		f.logger.Warn("skipping raft entry of unknown ignorable type", "index", l.Index, "type", msgType)
+		f.logger.Warn("skipping raft entry of unknown ignorable type", "index", l.Index, "type", msgType.String(), "version", f.release.Version)
 		f.state.MarkApplied(l.Index)
 		return nil
 	}
 	if err != nil {
-		panic(fmt.Sprintf("fsm: cannot decode raft entry at index %d: %v", l.Index, err))
+		return f.stop(l.Index, msgType, err)
+	}
+	if n := f.makePortable(msg.(proto.Message), l.Data[1:]); n > 0 {
+		f.logger.Warn("repaired a raft entry holding invalid UTF-8 or malformed unknown fields, written by an older server",
+			"index", l.Index, "type", msgType, "repaired", n)
 	}
 	return f.apply(l.Index, msgType, msg)
 }
@@ -114,6 +131,10 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 	case *droverv1.GCEntry:
 		var res *state.GCResult
 		res, changes, err = f.state.ApplyGC(index, m)
+		result = res
+	case *droverv1.ClusterMetadataEntry:
+		var res *droverv1.ClusterMetadata
+		res, changes, err = f.state.SetClusterMetadata(index, m)
 		result = res
 	default:
 		// Decode returns only the types above.

@@ -77,6 +77,7 @@ func newSeedState(tb testing.TB) *seedState {
 			Transitions: map[string]*droverv1.DesiredTransition{alloc.GetId(): {Migrate: true}}, Evals: []*droverv1.Evaluation{mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_NODE_DRAIN)}}},
 		{droverv1.MessageTypeGC, &droverv1.GCEntry{NodeIds: []string{n.GetId()}, AllocIds: []string{alloc.GetId()}, EvalIds: []string{ev.GetId()}, JobIds: []string{job.GetId()},
 			JobVersions: []*droverv1.JobVersionRef{{JobId: job.GetId(), Version: 0}}}},
+		{droverv1.MessageTypeClusterMetadata, &droverv1.ClusterMetadataEntry{Metadata: &droverv1.ClusterMetadata{ClusterId: "c1", CreatedAt: 1}}},
 	}
 	s := &seedState{}
 	for _, m := range msgs {

@@ -14,8 +14,9 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// Snapshot layout: the magic bytes, a varint-length SnapshotHeader, then
-// records, each a record-type byte, a varint length and a message. Records
+// Snapshot layout: the magic bytes, a varint-length SnapshotHeader (which
+// also carries the cluster metadata), then records, each a record-type
+// byte, a varint length and a message. Records
 // come table by table: the index table, nodes, job versions, jobs,
 // evaluations, allocations (allocations refer to nodes and job versions),
 // servers, job request results.
@@ -45,7 +46,14 @@ const (
 
 // Snapshot captures the current state for raft. It is cheap: the state
 // snapshot is an immutable view, written out later by Persist.
+//
+// A halted FSM refuses: its state lacks the entry it could not apply, while
+// raft counts that entry and the later ones as applied, so a snapshot would
+// drop them from every log compacted behind it.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if h := f.Halted(); h != nil {
+		return nil, fmt.Errorf("refusing to snapshot: %w", h)
+	}
 	return &fsmSnapshot{snap: f.state.Snapshot(), index: f.state.LatestIndex()}, nil
 }
 
@@ -77,7 +85,8 @@ func (s *fsmSnapshot) Release() {}
 func WriteSnapshot(w io.Writer, snap *state.Snapshot, index uint64) error {
 	rw := &recordWriter{w: w}
 	rw.raw(snapshotMagic)
-	rw.message(0, &droverv1.SnapshotHeader{FormatVersion: snapshotFormatVersion, LastIndex: index}, false)
+	header := &droverv1.SnapshotHeader{FormatVersion: snapshotFormatVersion, LastIndex: index, ClusterMetadata: snap.ClusterMetadata()}
+	rw.message(0, header, false)
 	for table, idx := range snap.TableIndexes() {
 		rw.message(recordTableIndex, &droverv1.TableIndex{Table: table, Index: idx}, true)
 	}
@@ -140,96 +149,153 @@ func (rw *recordWriter) message(t recordType, m vtMessage, typed bool) {
 // Restore replaces the whole state with a snapshot's. The new state is
 // built aside and swapped in at once; on error the old state stays. Event
 // subscribers are ended, since the changes in between are not events.
+//
+// The header's cluster metadata is restored only if this release knows the
+// cluster metadata entry type, as a server of an older release would skip
+// it. A halted FSM refuses to restore: it stays halted either way.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if h := f.Halted(); h != nil {
+		return fmt.Errorf("refusing to restore a snapshot: %w", h)
+	}
 	r, err := f.state.Restore()
 	if err != nil {
 		return err
 	}
-	index, err := readSnapshot(bufio.NewReaderSize(rc, 1<<20), r)
+	sr := &snapshotReader{f: f, r: bufio.NewReaderSize(rc, 1<<20), rs: r}
+	header, err := sr.read()
+	if err == nil {
+		err = f.restoreClusterMetadata(r, header)
+	}
 	if err != nil {
 		r.Abort()
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
+	index := header.GetLastIndex()
 	r.Commit(index)
 	f.events.Purge()
+	if sr.repaired > 0 {
+		f.logger.Warn("repaired snapshot records holding invalid UTF-8 or malformed unknown fields, written by an older server",
+			"index", index, "records", sr.repaired)
+	}
 	f.logger.Info("restored state from snapshot", "index", index)
 	return nil
 }
 
-// readSnapshot feeds every record to the restorer and returns the
-// snapshot's last applied index.
-func readSnapshot(r *bufio.Reader, rs *state.Restorer) (uint64, error) {
-	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(r, magic); err != nil || !bytes.Equal(magic, snapshotMagic) {
-		return 0, errors.New("not a drover snapshot (bad magic)")
+// restoreClusterMetadata restores the metadata of the snapshot's header,
+// if this release knows it.
+func (f *FSM) restoreClusterMetadata(r *state.Restorer, header *droverv1.SnapshotHeader) error {
+	m := header.GetClusterMetadata()
+	switch {
+	case m == nil:
+		return nil
+	case !f.knows(droverv1.MessageTypeClusterMetadata):
+		f.logger.Warn("skipping the snapshot's cluster metadata, unknown to this server's release", "version", f.release.Version)
+		return nil
 	}
-	var header droverv1.SnapshotHeader
-	if err := readMessage(r, &header); err != nil {
-		return 0, fmt.Errorf("header: %w", err)
+	return r.ClusterMetadata(m)
+}
+
+// snapshotReader feeds a snapshot's records to a restorer, repairing those
+// that are not portable (see makePortable).
+type snapshotReader struct {
+	f  *FSM
+	r  *bufio.Reader
+	rs *state.Restorer
+	// repaired counts the records repaired.
+	repaired int
+}
+
+// read feeds every record to the restorer and returns the snapshot's
+// header.
+func (sr *snapshotReader) read() (*droverv1.SnapshotHeader, error) {
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(sr.r, magic); err != nil || !bytes.Equal(magic, snapshotMagic) {
+		return nil, errors.New("not a drover snapshot (bad magic)")
+	}
+	header := &droverv1.SnapshotHeader{}
+	if err := sr.message(header); err != nil {
+		return nil, fmt.Errorf("header: %w", err)
 	}
 	if header.GetFormatVersion() != snapshotFormatVersion {
-		return 0, fmt.Errorf("snapshot format version %d is not supported (this server reads %d)",
+		return nil, fmt.Errorf("snapshot format version %d is not supported (this server reads %d)",
 			header.GetFormatVersion(), snapshotFormatVersion)
 	}
 	for n := 0; ; n++ {
-		t, err := r.ReadByte()
+		t, err := sr.r.ReadByte()
 		if errors.Is(err, io.EOF) {
-			return header.GetLastIndex(), nil
+			return header, nil
 		}
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		if err := restoreRecord(r, recordType(t), rs); err != nil {
-			return 0, fmt.Errorf("record %d (type %d): %w", n, t, err)
+		if err := sr.record(recordType(t)); err != nil {
+			return nil, fmt.Errorf("record %d (type %d): %w", n, t, err)
 		}
 	}
 }
 
-func restoreRecord(r *bufio.Reader, t recordType, rs *state.Restorer) error {
+func (sr *snapshotReader) record(t recordType) error {
+	rs := sr.rs
 	switch t {
 	case recordTableIndex:
 		var m droverv1.TableIndex
-		if err := readMessage(r, &m); err != nil {
+		if err := sr.message(&m); err != nil {
 			return err
 		}
 		return rs.TableIndex(m.GetTable(), m.GetIndex())
 	case recordNode:
-		return restoreAs(r, &droverv1.Node{}, rs.Node)
+		return restoreAs(sr, &droverv1.Node{}, rs.Node)
 	case recordJobVersion:
-		return restoreAs(r, &droverv1.Job{}, rs.JobVersion)
+		return restoreAs(sr, &droverv1.Job{}, rs.JobVersion)
 	case recordJob:
-		return restoreAs(r, &droverv1.Job{}, rs.Job)
+		return restoreAs(sr, &droverv1.Job{}, rs.Job)
 	case recordEval:
-		return restoreAs(r, &droverv1.Evaluation{}, rs.Eval)
+		return restoreAs(sr, &droverv1.Evaluation{}, rs.Eval)
 	case recordAlloc:
-		return restoreAs(r, &droverv1.Allocation{}, rs.Alloc)
+		return restoreAs(sr, &droverv1.Allocation{}, rs.Alloc)
 	case recordServer:
-		return restoreAs(r, &droverv1.ServerMember{}, rs.Server)
+		return restoreAs(sr, &droverv1.ServerMember{}, rs.Server)
 	case recordJobRequest:
-		return restoreAs(r, &droverv1.JobRequestResult{}, rs.JobRequestResult)
+		return restoreAs(sr, &droverv1.JobRequestResult{}, rs.JobRequestResult)
 	}
 	return fmt.Errorf("unknown snapshot record type %d", t)
 }
 
-func restoreAs[M vtMessage](r *bufio.Reader, m M, restore func(M) error) error {
-	if err := readMessage(r, m); err != nil {
+func restoreAs[M vtMessage](sr *snapshotReader, m M, restore func(M) error) error {
+	if err := sr.message(m); err != nil {
 		return err
 	}
 	return restore(m)
 }
 
-func readMessage(r *bufio.Reader, m vtMessage) error {
+// message reads the next message into m and repairs it if needed.
+func (sr *snapshotReader) message(m vtMessage) error {
+	buf, err := readRecord(sr.r)
+	if err != nil {
+		return err
+	}
+	if err := m.UnmarshalVT(buf); err != nil {
+		return err
+	}
+	if sr.f.makePortable(m, buf) > 0 {
+		sr.repaired++
+	}
+	return nil
+}
+
+// readRecord reads one length-prefixed record.
+func readRecord(r *bufio.Reader) ([]byte, error) {
 	size, err := binary.ReadUvarint(r)
 	if err != nil {
-		return fmt.Errorf("record length: %w", err)
+		return nil, fmt.Errorf("record length: %w", err)
 	}
 	if size > maxRecordSize {
-		return fmt.Errorf("record of %d bytes exceeds the %d byte limit", size, maxRecordSize)
+		return nil, fmt.Errorf("record of %d bytes exceeds the %d byte limit", size, maxRecordSize)
 	}
 	buf := make([]byte, size)
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return fmt.Errorf("record body: %w", err)
+		return nil, fmt.Errorf("record body: %w", err)
 	}
-	return m.UnmarshalVT(buf)
+	return buf, nil
 }

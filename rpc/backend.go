@@ -32,6 +32,10 @@ type Backend interface {
 	Events() *events.Broker
 	// KnownLeader reports whether this server knows a cluster leader.
 	KnownLeader() bool
+	// LastContact is how stale this server's state may be: zero on the
+	// ready leader, otherwise the time since it last heard from a leader,
+	// negative if it never has.
+	LastContact() time.Duration
 	// HeartbeatTTL is the time within which a node must heartbeat next,
 	// for a node without a heartbeat timer (a down node registering).
 	HeartbeatTTL() time.Duration

@@ -31,6 +31,12 @@ type Cluster interface {
 	// LeaderChanged returns a channel closed at the next change of what
 	// Leader returns.
 	LeaderChanged() <-chan struct{}
+	// ConfirmLeadership returns once a consistent read made before the
+	// call may be answered from this server's state: a quorum confirmed
+	// after the call began that this server leads, and its state holds
+	// every entry committed when that confirmation began. It fails with an
+	// error wrapping ErrUnavailable when this server does not lead.
+	ConfirmLeadership(ctx context.Context) error
 	// Info describes this server.
 	Info() *droverv1.ServerInfoResponse
 	// Join adds a server to the raft configuration, or records its new
@@ -96,7 +102,11 @@ func (s *operatorService) ServerMembers(ctx context.Context, _ *droverv1.ServerM
 // operators and tests compare replicas.
 func (s *operatorService) StateDigest(context.Context, *droverv1.StateDigestRequest) (*droverv1.StateDigestResponse, error) {
 	snap := s.backend.State().Snapshot()
-	return &droverv1.StateDigestResponse{Index: snap.Index(), Tables: snap.Digest()}, nil
+	tables, err := snap.Digest()
+	if err != nil {
+		return nil, err
+	}
+	return &droverv1.StateDigestResponse{Index: snap.Index(), Tables: tables}, nil
 }
 
 // Collector runs garbage collection on the leader.

@@ -64,6 +64,8 @@ const (
 	// once more, but never around in a circle.
 	hopsKey = "drover-forward-hops"
 	maxHops = 2
+	// deadlineKey carries a forwarded call's deadline, in unix nanoseconds.
+	deadlineKey = "drover-forward-deadline"
 
 	defaultHoldTimeout = 5 * time.Second
 	minLeaderPoll      = 10 * time.Millisecond
@@ -83,6 +85,8 @@ type forwarder struct {
 	// stopping is closed when the server shuts down: a call waiting for a
 	// leader gives up at once rather than hold the shutdown up.
 	stopping <-chan struct{}
+	// lastContact is how stale this server's state may be (Backend).
+	lastContact func() time.Duration
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -91,25 +95,54 @@ type forwarder struct {
 
 // newForwarder makes a forwarder that dials the leader with creds, or
 // plaintext when creds is nil, until stopping is closed.
-func newForwarder(c Cluster, logger *slog.Logger, hold time.Duration, creds credentials.TransportCredentials, stopping <-chan struct{}) *forwarder {
+func newForwarder(c Cluster, lastContact func() time.Duration, logger *slog.Logger, hold time.Duration,
+	creds credentials.TransportCredentials, stopping <-chan struct{}) *forwarder {
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	return &forwarder{cluster: c, logger: logger, hold: hold, creds: creds, stopping: stopping, conns: make(map[string]*grpc.ClientConn)}
+	return &forwarder{cluster: c, lastContact: lastContact, logger: logger, hold: hold, creds: creds, stopping: stopping,
+		conns: make(map[string]*grpc.ClientConn)}
 }
 
-// needsLeader reports whether a call must be answered by the leader.
-func needsLeader(method string, req any) bool {
+// route decides where a call is answered. leader: only by the leader.
+// confirm: the call is a consistent read, which the leader answers only
+// after confirming that it still leads (Cluster.ConfirmLeadership). A stale
+// read asks this server for an answer no older than max_stale; a server out
+// of touch with the leader for longer turns it into a consistent read.
+func (f *forwarder) route(method string, req any) (leader, confirm bool) {
 	if leaderMethods[method] {
-		return true
+		return true, false
 	}
 	q, ok := req.(queryRequest)
-	return ok && !q.GetQuery().GetAllowStale()
+	if !ok {
+		return false, false
+	}
+	opts := q.GetQuery()
+	if opts.GetAllowStale() && opts.GetMaxStale() > 0 && tooStale(f.lastContact(), time.Duration(opts.GetMaxStale())) {
+		opts.AllowStale = false
+	}
+	if opts.GetAllowStale() {
+		return false, false
+	}
+	return true, true
+}
+
+// tooStale reports whether a server whose last contact with the leader was
+// lastContact ago (negative: never) may not answer a read that accepts
+// maxStale.
+func tooStale(lastContact, maxStale time.Duration) bool {
+	return lastContact < 0 || lastContact > maxStale
 }
 
 // unary is the interceptor.
 func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !needsLeader(info.FullMethod, req) {
+	ctx, cancel, err := forwardedDeadline(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	needsLeader, confirm := f.route(info.FullMethod, req)
+	if !needsLeader {
 		return handler(ctx, req)
 	}
 	assignRequestID(req)
@@ -124,9 +157,28 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 		leader := f.cluster.Leader()
 		switch {
 		case leader.Ready:
-			return handler(ctx, req)
+			if !confirm {
+				return handler(ctx, req)
+			}
+			err := f.cluster.ConfirmLeadership(ctx)
+			if err == nil {
+				return handler(ctx, req)
+			}
+			if !errors.Is(err, ErrUnavailable) {
+				return nil, err
+			}
+			// Deposed, or not yet established in a new term: the read
+			// belongs to whoever leads now.
+			lastErr = err
 		case !leader.Local && leader.RPCAddr != "" && hops < maxHops:
-			resp, err := f.forward(ctx, leader.RPCAddr, info.FullMethod, req, hops+1)
+			resp, err := f.forwardWhileLeader(ctx, changed, leader, info.FullMethod, req, hops+1)
+			if errors.Is(err, errLeaderChanged) {
+				// Abandoned: the call follows the new leader, with a
+				// new hold to find it.
+				lastErr = fmt.Errorf("leader %s at %s: %w", leader.ID, leader.RPCAddr, err)
+				holdUntil = time.Now().Add(f.hold)
+				continue
+			}
 			if status.Code(err) != codes.Unavailable {
 				return resp, err
 			}
@@ -180,6 +232,41 @@ func noLeader(hold time.Duration, lastErr error) error {
 	return unavailable(msg)
 }
 
+// errLeaderChanged ends a forwarded call whose leader was replaced while it
+// was in flight.
+var errLeaderChanged = errors.New("the leader changed while the call was forwarded to it")
+
+// forwardWhileLeader forwards the call to leader, abandoning it with
+// errLeaderChanged if another server becomes leader meanwhile: a leader cut
+// off by the network may hold the call until the caller's deadline, while
+// the new leader could answer it now. changed is the leader-changed channel
+// taken before leader was read. An abandoned write may still be applied by
+// the old leader; sending it again is safe for the same reason as retrying
+// after UNAVAILABLE (see unary).
+func (f *forwarder) forwardWhileLeader(ctx context.Context, changed <-chan struct{}, leader Leader, method string, req any, hops int) (any, error) {
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		for {
+			select {
+			case <-fctx.Done():
+				return
+			case <-changed:
+			}
+			changed = f.cluster.LeaderChanged()
+			if now := f.cluster.Leader(); now.ID != leader.ID || now.RPCAddr != leader.RPCAddr {
+				cancel(errLeaderChanged)
+				return
+			}
+		}
+	}()
+	resp, err := f.forward(fctx, leader.RPCAddr, method, req, hops)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(fctx), errLeaderChanged) {
+		return nil, errLeaderChanged
+	}
+	return resp, err
+}
+
 // forward calls method on the leader and returns the leader's answer.
 func (f *forwarder) forward(ctx context.Context, addr, method string, req any, hops int) (any, error) {
 	resp, err := newResponse(method)
@@ -191,6 +278,9 @@ func (f *forwarder) forward(ctx context.Context, addr, method string, req any, h
 		return nil, unavailable(err.Error())
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, hopsKey, strconv.Itoa(hops))
+	if d, ok := ctx.Deadline(); ok {
+		ctx = metadata.AppendToOutgoingContext(ctx, deadlineKey, strconv.FormatInt(d.UnixNano(), 10))
+	}
 	if err := conn.Invoke(ctx, method, req, resp); err != nil {
 		return nil, err
 	}
@@ -246,6 +336,32 @@ func newResponse(method string) (any, error) {
 		return nil, fmt.Errorf("forward %s: %w", method, err)
 	}
 	return mt.New().Interface(), nil
+}
+
+// forwardedDeadline applies the caller's deadline that a forwarding server
+// passed on, as an absolute time: gRPC's own deadline is relative and starts
+// again when a call arrives, so a forwarded call held up in the network (a
+// partition that heals, retransmitted bytes) would otherwise run long after
+// its caller gave up, and a write could land after the caller's retry and
+// its later writes. A call that arrives too late is refused without
+// running. Servers' clocks must agree to well within a caller's deadline; a
+// leader whose clock runs ahead refuses more, never less.
+func forwardedDeadline(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get(deadlineKey)
+	if len(vals) == 0 {
+		return ctx, func() {}, nil
+	}
+	ns, err := strconv.ParseInt(vals[0], 10, 64)
+	if err != nil {
+		return ctx, func() {}, nil
+	}
+	deadline := time.Unix(0, ns)
+	if late := time.Since(deadline); late > 0 {
+		return ctx, func() {}, status.Errorf(codes.DeadlineExceeded, "forwarded call arrived %s after its caller's deadline; not run", late)
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	return ctx, cancel, nil
 }
 
 // incomingHops is how often the call was forwarded before reaching here.

@@ -18,7 +18,10 @@ import (
 // since the server writes entries of its own (its servers table record) in
 // the background.
 func (e *env) jobTables() string {
-	d := e.srv.State().Snapshot().Digest()
+	d, err := e.srv.State().Snapshot().Digest()
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	return d[state.TableJobs] + d[state.TableJobVersions] + d[state.TableEvals] + d[state.TableJobRequests]
 }
 

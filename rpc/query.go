@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 const (
 	maxBlockingWait        = 5 * time.Minute
 	blockingJitterFraction = 16
+	// catchUpWait bounds how long a server behind a caller's min_index
+	// waits to catch up before it refuses the read: a follower in touch
+	// with its leader catches up in milliseconds.
+	catchUpWait = 5 * time.Second
 )
 
 // blockingWait clamps a requested wait in nanoseconds and adds jitter.
@@ -47,11 +52,55 @@ func (s *services) query(ctx context.Context, opts *droverv1.QueryOptions, run f
 		s.blocked.Add(1)
 		defer s.blocked.Add(-1)
 	}
-	index, err := s.backend.State().BlockingQuery(ctx, opts.GetMinIndex(), run)
+	st := s.backend.State()
+	if err := catchUp(ctx, st, opts.GetMinIndex()); err != nil {
+		return nil, err
+	}
+	index, err := st.BlockingQuery(ctx, opts.GetMinIndex(), run)
 	if err != nil {
 		return nil, err
 	}
-	return &droverv1.QueryMeta{Index: index, KnownLeader: s.backend.KnownLeader()}, nil
+	if err := notBehind(st.LatestIndex(), opts.GetMinIndex()); err != nil {
+		return nil, err
+	}
+	return &droverv1.QueryMeta{Index: index, KnownLeader: s.backend.KnownLeader(), LastContact: lastContactNanos(s.backend.LastContact())}, nil
+}
+
+// catchUp waits, at most catchUpWait, for a server whose state is behind
+// the caller's min_index to catch up, so that a caller that moved here from
+// a server further ahead is told at once to go elsewhere when this one is
+// cut off, rather than after its whole wait.
+func catchUp(ctx context.Context, st *state.StateStore, minIndex uint64) error {
+	if st.LatestIndex() >= minIndex {
+		return nil
+	}
+	wait, cancel := context.WithTimeout(ctx, catchUpWait)
+	defer cancel()
+	if _, err := st.SnapshotMinIndex(wait, minIndex); err != nil && ctx.Err() == nil {
+		return notBehind(st.LatestIndex(), minIndex)
+	}
+	return nil
+}
+
+// notBehind refuses to answer from a state older than what the caller has
+// already seen (its min_index, from an answer of another server): the
+// answer would go back in time. The caller retries, here once this server
+// has caught up, or elsewhere.
+func notBehind(applied, minIndex uint64) error {
+	if applied >= minIndex {
+		return nil
+	}
+	return fmt.Errorf("this server has applied the raft log up to index %d, behind index %d the caller has already seen: %w",
+		applied, minIndex, ErrUnavailable)
+}
+
+// lastContactNanos is QueryMeta.last_contact: -1 for a server that never
+// heard from a leader.
+func lastContactNanos(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return int64(d)
 }
 
 // pageOf converts the API's page options; a zero size means the default.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,13 @@ type Config struct {
 	// before the call is forwarded or answered; an error rejects the call
 	// PERMISSION_DENIED. Nil lets every caller through.
 	RequireServerIdentity func(ctx context.Context) error
+
+	// Halted, if set, says why this server stopped applying the raft log
+	// (nil while it applies it). A halted server reports NOT_SERVING and
+	// refuses the calls of the data services with FAILED_PRECONDITION
+	// carrying the reason; the cluster and operator services still answer,
+	// so that operators can see what happened.
+	Halted func() error
 }
 
 const (
@@ -82,6 +90,11 @@ type Server struct {
 	services *services
 	forward  *forwarder
 	cancel   context.CancelFunc
+	halted   func() error
+
+	// servingMu orders SetServing calls, so that one racing a halt cannot
+	// report SERVING after the halt's NOT_SERVING.
+	servingMu sync.Mutex
 }
 
 // services holds what every service implementation shares.
@@ -118,13 +131,15 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		cancel()
 	}()
 	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, collector: cfg.Collector, logger: logger, shutdown: shutdown}
-	fwd := newForwarder(c, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout), cfg.PeerCredentials, shutdown.Done())
+	fwd := newForwarder(c, b.LastContact, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout), cfg.PeerCredentials, shutdown.Done())
 	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.Error("panic in RPC handler", "panic", p)
 		return status.Errorf(codes.Internal, "internal error: %v", p)
 	})
 	auth := authorizer{require: cfg.RequireServerIdentity}
+	guard := haltGuard{halted: cfg.Halted}
+	portable := &portableGate{}
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(Codec{}),
 		grpc.MaxRecvMsgSize(orDefault(cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)),
@@ -137,8 +152,8 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		// The identity check comes before the forwarder: a follower must not
 		// pass on a call the caller may not make, as the leader would see
 		// the follower's server certificate, not the caller's.
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, auth.unary, fwd.unary),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, auth.stream),
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), svc.unaryErrors, portable.unary, guard.unary, auth.unary, fwd.unary),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, portable.stream, guard.stream, auth.stream),
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, grpc.Creds(cfg.Credentials))
@@ -159,7 +174,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return &Server{grpc: gs, health: hs, services: svc, forward: fwd, cancel: cancel}
+	return &Server{grpc: gs, health: hs, services: svc, forward: fwd, cancel: cancel, halted: cfg.Halted}
 }
 
 // Serve accepts connections on l until Stop.
@@ -168,9 +183,12 @@ func (s *Server) Serve(l net.Listener) error { return s.grpc.Serve(l) }
 // SetServing reports the drover services as serving or not in
 // grpc.health.v1; the server calls it as it gains and loses a known leader
 // with caught-up state.
+// A halted server never reports SERVING.
 func (s *Server) SetServing(serving bool) {
+	s.servingMu.Lock()
+	defer s.servingMu.Unlock()
 	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if serving {
+	if serving && (s.halted == nil || s.halted() == nil) {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
 	for _, name := range serviceNames {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/droverhq/drover/fsm"
 	"github.com/droverhq/drover/fsm/events"
@@ -22,9 +23,22 @@ var _ rpc.Backend = (*Server)(nil)
 // applied it. It waits at most ApplyTimeout (or until ctx's deadline, if
 // sooner) for the entry to enter the log; once in, the wait ends when it is
 // applied, or raft fails it when leadership is lost.
+//
+// It refuses with FAILED_PRECONDITION an entry type that some server of
+// the raft configuration does not know (see versionGate), and every entry
+// once this server has halted.
 func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry rpc.Entry) (uint64, any, error) {
+	if err := s.HaltReason(); err != nil {
+		return 0, nil, haltError(msgType, err)
+	}
+	if err := s.gate.check(msgType); err != nil {
+		return 0, nil, err
+	}
 	data, err := fsm.Encode(msgType, entry)
 	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.checkPortable(msgType, entry, data[1:]); err != nil {
 		return 0, nil, err
 	}
 	timeout := s.cfg.ApplyTimeout
@@ -47,9 +61,35 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 	s.instr.observeApply(msgType, len(data), time.Since(start))
 	resp := future.Response()
 	if err, ok := resp.(error); ok {
-		return future.Index(), nil, err
+		return future.Index(), nil, haltError(msgType, err)
 	}
 	return future.Index(), resp, nil
+}
+
+// portableGate scans the entries Apply proposes. Its zero value is ready.
+type portableGate struct {
+	scanners droverv1.WireScanners
+}
+
+// checkPortable refuses an entry that the standard protobuf runtime could
+// not read back: a string that is not valid UTF-8, or unknown fields that
+// are not well-formed. The rpc layer refuses requests holding them, but
+// entries the server builds itself pass only here, the last gate before
+// the log. It scans the encoded entry, which costs a fraction of a walk
+// over the message (BenchmarkPortableCheck); the walk runs only to name the
+// field of a refused entry.
+func (s *Server) checkPortable(msgType droverv1.MessageType, entry rpc.Entry, encoded []byte) error {
+	msg, ok := entry.(proto.Message)
+	if !ok {
+		return fmt.Errorf("apply %s: %T is not a protobuf message", msgType, entry)
+	}
+	if s.portable.scanners.Portable(msg.ProtoReflect().Descriptor(), encoded) {
+		return nil
+	}
+	if err := droverv1.CheckPortable(msg); err != nil {
+		return fmt.Errorf("apply %s: %w", msgType, err)
+	}
+	return fmt.Errorf("apply %s: the encoded entry is not well-formed protobuf", msgType)
 }
 
 // applyError marks raft's failures that a caller may retry. An error that

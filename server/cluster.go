@@ -30,7 +30,7 @@ func (s *Server) member() *droverv1.ServerMember {
 		Id:       s.id,
 		RpcAddr:  s.rpcAddr,
 		RaftAddr: string(s.raft.Addr()),
-		Version:  version.Version,
+		Version:  s.cfg.release(),
 	}
 }
 
@@ -47,6 +47,7 @@ func (s *Server) Info() *droverv1.ServerInfoResponse {
 		LeaderId:        string(leaderID),
 		LastIndex:       r.LastIndex(),
 		AppliedIndex:    s.state.LatestIndex(),
+		ClusterId:       s.state.Snapshot().ClusterMetadata().GetClusterId(),
 	}
 	if !hasState {
 		info.Forming = s.forming.list()
@@ -273,29 +274,10 @@ func (s *Server) TransferLeadership(ctx context.Context, id string) (*droverv1.R
 	}
 }
 
-// Members lists every server with its health as autopilot sees it.
+// Members lists every server with its health as autopilot sees it, and
+// the cluster's id.
 func (s *Server) Members(context.Context) (*droverv1.ServerMembersResponse, error) {
-	return s.autopilot.Members(), nil
-}
-
-// ServersMeetMinimumVersion reports whether every server in the raft
-// configuration has announced a version of at least min. The leader asks
-// it before writing a raft entry kind that older servers cannot apply. A
-// server that has not announced itself yet counts as too old.
-func (s *Server) ServersMeetMinimumVersion(min string) (bool, error) {
-	conf, err := s.configuration()
-	if err != nil {
-		return false, err
-	}
-	return serversMeetVersion(conf, s.state.Snapshot(), min), nil
-}
-
-func serversMeetVersion(conf raft.Configuration, snap *state.Snapshot, min string) bool {
-	for _, srv := range conf.Servers {
-		m := snap.ServerByID(string(srv.ID))
-		if m == nil || !version.AtLeast(m.GetVersion(), min) {
-			return false
-		}
-	}
-	return len(conf.Servers) > 0
+	resp := s.autopilot.Members()
+	resp.ClusterId = s.state.Snapshot().ClusterMetadata().GetClusterId()
+	return resp, nil
 }

@@ -114,12 +114,6 @@ func TestClusterFormsAndForwards(t *testing.T) {
 			t.Errorf("peer %v: want a voter with an rpc address, leader only for %s", p, leader.ID())
 		}
 	}
-	if ok, err := leader.ServersMeetMinimumVersion("0.1.0"); err != nil || !ok {
-		t.Errorf("servers meet 0.1.0 = %v, %v; want true", ok, err)
-	}
-	if ok, _ := leader.ServersMeetMinimumVersion("99.0.0"); ok {
-		t.Error("servers meet 99.0.0 = true; want false")
-	}
 }
 
 // TestOperatorRefusals checks the operator calls that must change nothing.

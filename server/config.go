@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/droverhq/drover/internal/tlsconfig"
+	"github.com/droverhq/drover/internal/version"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/broker"
@@ -86,6 +87,13 @@ type Config struct {
 	InfoFile string
 
 	Logger *slog.Logger
+
+	// Version is the release this server runs as: it announces it to the
+	// cluster, and its FSM knows only the raft entry types of that release
+	// and earlier ones. Empty means the binary's own
+	// (internal/version.Version, set at build time with -ldflags -X).
+	// Tests set it to run servers of several releases in one process.
+	Version string
 
 	// Heartbeat is the heartbeat policy handed to nodes.
 	Heartbeat heartbeat.Config
@@ -221,6 +229,17 @@ func DefaultConfig() Config {
 	}
 }
 
+// versionPackage is where the build version is set.
+const versionPackage = "github.com/droverhq/drover/internal/version"
+
+// release is the release the server runs as.
+func (c *Config) release() string {
+	if c.Version != "" {
+		return c.Version
+	}
+	return version.Version
+}
+
 // Validate reports every problem with the configuration.
 func (c *Config) Validate() error {
 	var errs []error
@@ -241,6 +260,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.RaftAdvertise); err != nil {
 			errs = append(errs, fmt.Errorf("raft advertise %q: %w", c.RaftAdvertise, err))
 		}
+	}
+	if v := c.release(); !version.Valid(v) {
+		errs = append(errs, fmt.Errorf("version %q: not a semantic version (build with -ldflags -X %s.Version=X.Y.Z)", v, versionPackage))
 	}
 	if c.RaftMultiplier < 1 || c.RaftMultiplier > MaxRaftMultiplier {
 		errs = append(errs, fmt.Errorf("raft multiplier %d: must be between 1 and %d", c.RaftMultiplier, MaxRaftMultiplier))

@@ -44,7 +44,7 @@ func (g *garbageCollector) round(ctx context.Context) {
 // (`drover system gc`). It runs on the leader only; should leadership be
 // lost midway, raft refuses the next entry.
 func (g *garbageCollector) GarbageCollect(ctx context.Context) (*droverv1.GarbageCollectResponse, error) {
-	if !g.s.established.Load() {
+	if !g.s.leading() {
 		return nil, fmt.Errorf("garbage collection runs on the leader, and this server does not lead: %w", rpc.ErrUnavailable)
 	}
 	return g.collect(ctx, gc.Force())

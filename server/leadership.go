@@ -134,6 +134,10 @@ func (l *leadership) stop() {
 // leader. It runs the establish and revoke steps in raft's order of
 // transitions, and keeps health checks and forwarding waiters in step.
 func (s *Server) monitorLeadership(observations <-chan raft.Observation) {
+	// raft starts before the observer is registered: a restarted follower
+	// may have heard from the leader already, and that observation is lost.
+	// Start from what raft knows now.
+	s.updateHealth()
 	for {
 		select {
 		case isLeader := <-s.raft.LeaderNotify():
@@ -168,13 +172,24 @@ func (s *Server) establishLeadership() {
 		}
 		return
 	}
-	s.established.Store(true)
-	s.logger.Info("established leadership", "index", s.state.LatestIndex())
+	term := s.raft.Raft().CurrentTerm()
+	s.establishedTerm.Store(term)
+	s.logger.Info("established leadership", "index", s.state.LatestIndex(), "term", term)
+}
+
+// leading reports whether this server is a ready leader: raft leader in the
+// term in which it established leadership. A term that moved on means
+// leadership was lost (and perhaps regained) since: until establishment
+// runs again, entries committed before the new term may not be applied.
+func (s *Server) leading() bool {
+	r := s.raft.Raft()
+	term := s.establishedTerm.Load()
+	return term != 0 && term == r.CurrentTerm() && r.State() == raft.Leader
 }
 
 // revokeLeadership stops answering as leader, then stops the duties.
 func (s *Server) revokeLeadership() {
-	if s.established.Swap(false) {
+	if s.establishedTerm.Swap(0) != 0 {
 		s.logger.Info("lost leadership")
 	}
 	s.leader.stop()
@@ -184,7 +199,7 @@ func (s *Server) revokeLeadership() {
 // and, on the leader, once it has caught up.
 func (s *Server) updateHealth() {
 	isLeader := s.raft.Raft().State() == raft.Leader
-	s.rpc.SetServing(s.KnownLeader() && (!isLeader || s.established.Load()))
+	s.rpc.SetServing(s.KnownLeader() && (!isLeader || s.leading()))
 }
 
 // Leader describes the leader as this server knows it.
@@ -194,7 +209,7 @@ func (s *Server) Leader() rpc.Leader {
 		return rpc.Leader{}
 	}
 	if string(id) == s.id {
-		ready := s.established.Load() && s.raft.Raft().State() == raft.Leader
+		ready := s.leading()
 		return rpc.Leader{ID: s.id, RPCAddr: s.rpcAddr, Local: true, Ready: ready}
 	}
 	l := rpc.Leader{ID: string(id)}
@@ -226,6 +241,7 @@ func (s *Server) leaderDuties() []LeaderDuty {
 		s.gc.duty(),
 		(&drainer{s: s}).duty(),
 		(&storageWatch{s: s}).duty(),
+		(&clusterMetadata{s: s}).duty(),
 	}
 }
 

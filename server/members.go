@@ -16,6 +16,7 @@ func (s *Server) newAutopilot() *autopilot.Autopilot {
 	return autopilot.New(autopilot.Config{
 		Raft:                    s.raft.Raft(),
 		LocalID:                 s.id,
+		LocalVersion:            s.cfg.release(),
 		Logger:                  s.logger,
 		Members:                 s.recordedServers,
 		FetchInfo:               s.peers.info,

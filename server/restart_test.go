@@ -69,13 +69,19 @@ func TestRestartKeepsEverything(t *testing.T) {
 	}
 	waitForSnapshot(t, srv.Config.DataDir)
 
-	before := srv.State().Snapshot().Digest()
+	before, err := srv.State().Snapshot().Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
 	latest := srv.State().LatestIndex()
 	restarted := srv.Restart(t)
 	if got := restarted.State().LatestIndex(); got != latest {
 		t.Errorf("latest index after restart = %d, want %d", got, latest)
 	}
-	after := restarted.State().Snapshot().Digest()
+	after, err := restarted.State().Snapshot().Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for table, d := range before {
 		if after[table] != d {
 			t.Errorf("table %s differs after restart", table)

@@ -20,9 +20,11 @@ import (
 	"github.com/droverhq/drover/fsm"
 	"github.com/droverhq/drover/fsm/events"
 	"github.com/droverhq/drover/fsm/state"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/raftnode"
+	"github.com/droverhq/drover/server/readindex"
 )
 
 // Server is one running drover server.
@@ -34,6 +36,8 @@ type Server struct {
 
 	state    *state.StateStore
 	events   *events.Broker
+	fsm      *fsm.FSM
+	gate     *versionGate
 	raft     *raftnode.Node
 	rpc      *rpc.Server
 	listener net.Listener
@@ -42,18 +46,26 @@ type Server struct {
 	instr    *instruments
 	http     *httpServer
 	security transportSecurity
+	// portable checks the entries Apply proposes (backend.go).
+	portable portableGate
 
-	// established is set while this server is leader and has applied every
-	// entry committed before it became leader.
-	established atomic.Bool
-	leader      *leadership
-	autopilot   *autopilot.Autopilot
-	sched       *scheduling
-	heartbeats  *heartbeats
-	gc          *garbageCollector
-	workers     *workerPool
-	peers       *peers
-	forming     forming
+	// establishedTerm is the raft term in which this server last became a
+	// ready leader: leader, with every entry committed before it took over
+	// applied. Zero once leadership is revoked. See leading.
+	establishedTerm atomic.Uint64
+	// reads confirms leadership for consistent reads; stalls tells it
+	// whether this process was just stopped.
+	reads  *readindex.Confirmer
+	stalls *readindex.StallDetector
+
+	leader     *leadership
+	autopilot  *autopilot.Autopilot
+	sched      *scheduling
+	heartbeats *heartbeats
+	gc         *garbageCollector
+	workers    *workerPool
+	peers      *peers
+	forming    forming
 
 	// lifetime ends when shutdown begins; background loops run under it.
 	lifetime     context.Context
@@ -129,8 +141,10 @@ func New(cfg Config) (s *Server, err error) {
 	s.sched = newScheduling(s)
 	s.heartbeats = newHeartbeats(s)
 	s.gc = &garbageCollector{s: s}
-	machine := fsm.New(s.state, s.events, s.logger.With("component", "fsm"))
-	machine.SetHooks(s.sched)
+	release := cfg.release()
+	s.fsm = fsm.New(s.state, s.events, s.logger.With("component", "fsm"))
+	s.fsm.SetHooks(s.sched)
+	s.fsm.SetRelease(fsm.Release{Version: release, Knows: func(t droverv1.MessageType) bool { return knows(release, t) }})
 
 	raftAdvertise := cfg.RaftAdvertise
 	if raftAdvertise == "" && cfg.AdvertiseHost != "" {
@@ -141,7 +155,7 @@ func New(cfg Config) (s *Server, err error) {
 		DataDir:           s.dataDir,
 		BindAddr:          cfg.RaftAddr,
 		AdvertiseAddr:     raftAdvertise,
-		FSM:               machine,
+		FSM:               s.fsm,
 		Logger:            s.logger,
 		Bootstrap:         (cfg.Bootstrap || cfg.Dev) && !rebuilt,
 		SnapshotThreshold: cfg.SnapshotThreshold,
@@ -166,6 +180,8 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	node := s.raft
 	cleanups = append(cleanups, func() { _ = node.Shutdown() })
+	s.reads, s.stalls = s.newReadIndex()
+	s.gate = newVersionGate(s.raft.Raft(), s.state)
 
 	if s.workers, err = newWorkerPool(s); err != nil {
 		return nil, err
@@ -182,6 +198,7 @@ func New(cfg Config) (s *Server, err error) {
 		Credentials:              s.security.listen,
 		PeerCredentials:          s.security.dial,
 		RequireServerIdentity:    s.security.requireServer,
+		Halted:                   s.HaltReason,
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
@@ -206,7 +223,11 @@ func (s *Server) start() {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	}))
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		s.stalls.Run(s.lifetime)
+	}()
 	go func() {
 		defer s.wg.Done()
 		if err := s.rpc.Serve(s.listener); err != nil {
@@ -217,6 +238,7 @@ func (s *Server) start() {
 		defer s.wg.Done()
 		s.monitorLeadership(observations)
 	}()
+	s.wg.Go(s.watchHalt)
 	s.workers.start(s.lifetime)
 }
 

@@ -51,38 +51,46 @@ func BenchmarkClusterWrites(b *testing.B) {
 // call's latency; any failed write fails the benchmark.
 func runWriters(b *testing.B, conn grpc.ClientConnInterface, nodes []*droverv1.Node, writers int) []time.Duration {
 	client := droverv1.NewNodeServiceClient(conn)
-	latencies := make([]time.Duration, len(nodes))
+	return runCalls(b, len(nodes), writers, "writes/s", func(i int) error {
+		_, err := client.Register(b.Context(), &droverv1.RegisterNodeRequest{Node: nodes[i]})
+		return err
+	})
+}
+
+// runCalls makes n calls (call(0) to call(n-1)) from callers goroutines,
+// reports the rate as unit, and returns every call's latency; any failed
+// call fails the benchmark.
+func runCalls(b *testing.B, n, callers int, unit string, call func(i int) error) []time.Duration {
+	latencies := make([]time.Duration, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, writers)
+	errs := make(chan error, callers)
 	b.ResetTimer()
 	start := time.Now()
-	for range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range callers {
+		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(nodes) {
+				if i >= n {
 					return
 				}
 				t0 := time.Now()
-				if _, err := client.Register(b.Context(), &droverv1.RegisterNodeRequest{Node: nodes[i]}); err != nil {
+				if err := call(i); err != nil {
 					errs <- err
 					return
 				}
 				latencies[i] = time.Since(t0)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
 	close(errs)
 	for err := range errs {
-		b.Fatalf("write failed: %v", err)
+		b.Fatalf("call failed: %v", err)
 	}
-	b.ReportMetric(float64(len(nodes))/elapsed.Seconds(), "writes/s")
+	b.ReportMetric(float64(n)/elapsed.Seconds(), unit)
 	return latencies
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -203,4 +204,14 @@ func within(t *testing.T, ctx context.Context, d time.Duration) context.Context 
 	ctx, cancel := context.WithTimeout(ctx, d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// retryInfo reports whether an error status carries a retry hint.
+func retryInfo(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if _, ok := d.(*errdetails.RetryInfo); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -13,7 +13,15 @@ import (
 // droverBin is the drover binary built once for the tests of this package.
 var droverBin string
 
+// childBinEnv, set, makes the test binary a child of a test that runs it
+// again (TestNetnsParentDies): it uses the drover binary its parent built.
+const childBinEnv = "DROVER_TEST_CHILD_BIN"
+
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(childBinEnv); bin != "" {
+		droverBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "drover-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -75,7 +75,10 @@ func TestJobRequestReplayAppliesNothing(t *testing.T) {
 			if snap.EvalByID(firstRes.GetEvalId()) == nil {
 				t.Errorf("result names evaluation %s, which is not stored", firstRes.GetEvalId())
 			}
-			before := snap.Digest()
+			before, err := snap.Digest()
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			res, changes, err := tt.retry(f, j)
 			if err != nil {
@@ -88,7 +91,7 @@ func TestJobRequestReplayAppliesNothing(t *testing.T) {
 				t.Errorf("retry changed %d objects, want none", len(changes))
 			}
 			after := f.s.Snapshot()
-			if got := after.Digest(); !maps.Equal(got, before) {
+			if got, _ := after.Digest(); !maps.Equal(got, before) {
 				t.Errorf("retry changed the state:\nbefore %v\nafter  %v", before, got)
 			}
 			if after.Index() != f.index {

@@ -18,6 +18,8 @@ const (
 	// request id, kept for JobRequestRetention so retries are not applied
 	// twice.
 	TableJobRequests = "job_requests"
+	// TableClusterMeta holds at most one row: the cluster's metadata.
+	TableClusterMeta = "cluster_meta"
 	TableIndex       = "index"
 
 	// Derived tables, rebuilt from the allocations on restore and never
@@ -108,6 +110,12 @@ func schema() *memdb.DBSchema {
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID:        {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.JobRequestResult]{get: (*droverv1.JobRequestResult).GetRequestId}},
 				indexAppliedAt: {Name: indexAppliedAt, Indexer: int64Index[*droverv1.JobRequestResult]{get: (*droverv1.JobRequestResult).GetAppliedAt}},
+			},
+		},
+		TableClusterMeta: {
+			Name: TableClusterMeta,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.ClusterMetadata]{get: clusterMetaKey}},
 			},
 		},
 		TableIndex: {

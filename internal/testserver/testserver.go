@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/server"
@@ -61,6 +62,9 @@ func start(t testing.TB, cfg server.Config) *Server {
 	s.Conn = Dial(t, srv.RPCAddr())
 	WaitServing(t, s.Conn)
 	s.waitRecorded(t)
+	if cfg.Version == "" {
+		s.waitClusterMetadata(t)
+	}
 	return s
 }
 
@@ -201,8 +205,33 @@ func StartCluster(t testing.TB, n int, opts ...func(*server.Config)) []*Server {
 	for _, s := range servers {
 		WaitServing(t, s.Conn)
 	}
+	current := true
 	for _, s := range servers {
 		s.waitRecorded(t)
+		current = current && s.Config.Version == ""
+	}
+	if current {
+		for _, s := range servers {
+			s.waitClusterMetadata(t)
+		}
 	}
 	return servers
+}
+
+// waitClusterMetadata waits until the server's state holds the cluster
+// metadata, which the leader writes once every server runs a release that
+// knows it: a raft write that tests comparing indexes must not see land in
+// the middle. Servers started with an older Version are not waited for.
+func (s *Server) waitClusterMetadata(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	// Blocks until the cluster metadata table has been written (at an
+	// index above 1: the first entry is the raft configuration).
+	index, err := s.State().BlockingQuery(ctx, 1, func(snap *state.Snapshot) (uint64, error) {
+		return snap.TableIndex(state.TableClusterMeta), nil
+	})
+	if err != nil || index <= 1 {
+		t.Fatalf("server %s: no cluster metadata within %s (%v)", s.ID(), startTimeout, err)
+	}
 }

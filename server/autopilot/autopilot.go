@@ -65,6 +65,9 @@ type Config struct {
 	// LocalID is this server's raft id. It is never probed over RPC and
 	// never removed.
 	LocalID string
+	// LocalVersion is the release this server runs as; empty means the
+	// binary's own.
+	LocalVersion string
 	// Logger receives the autopilot's logs and the library's (through an
 	// hclog adapter); nil means slog.Default().
 	Logger *slog.Logger
@@ -302,7 +305,7 @@ func (a *Autopilot) Members() *droverv1.ServerMembersResponse {
 		records:        records,
 		probes:         probes,
 		localID:        a.localID,
-		localVersion:   version.Version,
+		localVersion:   a.localVersion(),
 		localRaftState: RaftState(a.cfg.Raft.State()),
 		leaderID:       leaderID,
 		conf:           a.libConf,
@@ -441,9 +444,17 @@ func (d *delegate) KnownServers() map[raft.ServerID]*raftautopilot.Server {
 		probes:    a.probes,
 		localID:   a.localID,
 		isLeader:  isLeader,
-		version:   version.Version,
+		version:   a.localVersion(),
 		deadAfter: a.cfg.DeadServerAfter,
 	})
+}
+
+// localVersion is the release this server runs as.
+func (a *Autopilot) localVersion() string {
+	if a.cfg.LocalVersion != "" {
+		return a.cfg.LocalVersion
+	}
+	return version.Version
 }
 
 // FetchServerStats probes the given servers concurrently and remembers each

@@ -93,6 +93,7 @@ type Node struct {
 	trans  *raft.NetworkTransport
 	store  *raftboltdb.BoltStore
 	guard  *spaceGuard
+	logs   raft.LogStore // store behind the cache of recent entries
 	dbPath string
 	notify chan bool
 	addr   raft.ServerAddress
@@ -224,6 +225,7 @@ func New(cfg Config) (*Node, error) {
 		trans:  trans,
 		store:  store,
 		guard:  guard,
+		logs:   logs,
 		dbPath: dbPath,
 		notify: notify,
 		addr:   addr,
@@ -401,6 +403,19 @@ func (n *Node) BootstrapCluster(servers []raft.Server) error {
 		return fmt.Errorf("raftnode %s: bootstrap %d servers: %w", n.id, len(servers), err)
 	}
 	return nil
+}
+
+// LogType returns the type of the log entry at index; ok is false when the
+// entry is no longer in the log (a snapshot replaced it) or not yet in it.
+func (n *Node) LogType(index uint64) (t raft.LogType, ok bool, err error) {
+	var l raft.Log
+	switch err := n.logs.GetLog(index, &l); {
+	case errors.Is(err, raft.ErrLogNotFound):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("raftnode %s: read log entry %d: %w", n.id, index, err)
+	}
+	return l.Type, true, nil
 }
 
 // LeaderNotify delivers leadership transitions of this server: true when it

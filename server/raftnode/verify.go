@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -210,3 +211,34 @@ func snapshotName(m *snapshotMeta) string {
 	}
 	return m.ID
 }
+
+// Log is the raft log of a stopped server's data dir, opened by OpenLog:
+// a raft.LogStore that writes entries with their checksums and verifies
+// them when read, as the server does.
+type Log struct {
+	*checkedStore
+}
+
+// OpenLog opens the raft log of a data dir whose server is not running
+// (bbolt locks the file), for tools and tests that read or append entries
+// as the server would. Close it before the server starts again.
+func OpenLog(dataDir string) (*Log, error) {
+	path := filepath.Join(RaftDir(dataDir), raftDBName)
+	if err := verifyBoltFile(path); err != nil {
+		return nil, err
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout}})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	store, err := newCheckedStore(bolt, path, newSpaceGuard(dataDir, 0, logger), logger)
+	if err != nil {
+		_ = bolt.Close()
+		return nil, err
+	}
+	return &Log{store}, nil
+}
+
+// Close closes the log.
+func (l *Log) Close() error { return l.bolt.Close() }

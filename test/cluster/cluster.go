@@ -63,7 +63,12 @@ type options struct {
 	beforeStart func(*Server)
 	// serverArgs are flags for one server of New, by its number (1 is s1).
 	serverArgs map[int][]string
+	// bin, if set, is the binary of the servers AddServer adds; serverBins
+	// that of one server of New, by its number.
+	bin        string
+	serverBins map[int]string
 	tls        bool
+	netns      bool
 	// tmpfs are the sizes of tmpfs data dirs by server number; 0 is every
 	// server (TmpfsDataDir).
 	tmpfs map[int]int64
@@ -117,6 +122,21 @@ func ServerArgs(n int, args ...string) Option {
 	}
 }
 
+// ServerBinary runs server sN of New (n counts from 1) from bin instead of
+// the cluster's binary, e.g. one built by BuildVersion as another release.
+func ServerBinary(n int, bin string) Option {
+	return func(o *options) {
+		if o.serverBins == nil {
+			o.serverBins = make(map[int]string)
+		}
+		o.serverBins[n] = bin
+	}
+}
+
+// Binary runs the server AddServer adds from bin instead of the cluster's
+// binary.
+func Binary(bin string) Option { return func(o *options) { o.bin = bin } }
+
 // BeforeFirstStart calls f for each server before its process is first
 // started, e.g. to seed its data dir.
 func BeforeFirstStart(f func(*Server)) Option { return func(o *options) { o.beforeStart = f } }
@@ -130,17 +150,24 @@ type Cluster struct {
 
 	certs *testcerts.Set // with TLS
 
+	net *network // with Netns
+
 	mu      sync.Mutex
 	servers []*Server
 	closers []func() error
 	crashes []string
 	mounts  []string // data dirs with a tmpfs of the harness mounted
+
+	// netMu orders changes of the cuts, which it guards.
+	netMu sync.Mutex
+	cuts  cutSet
 }
 
 // New starts n servers and waits until each serves gRPC (it does not wait
 // for a leader: see WaitLeader). Each server sN gets -data-dir <tmp>/sN,
-// -server-id sN, its own loopback -rpc-addr and -raft-addr (the same for the
-// whole test), -bootstrap-expect n, -join with the other servers' gRPC
+// -server-id sN, its own -rpc-addr and -raft-addr (the same for the whole
+// test; loopback ports, or its namespace's address with Netns),
+// -bootstrap-expect n, -join with the other servers' gRPC
 // addresses, -info-file, JSON debug logs into <tmp>/sN.log, and the flags of
 // the options. The processes are killed when the test ends.
 func New(t testing.TB, bin string, n int, opts ...Option) *Cluster {
@@ -160,14 +187,16 @@ func New(t testing.TB, bin string, n int, opts ...Option) *Cluster {
 	}
 	// The cleanup runs before t.TempDir's, so the logs are still there.
 	t.Cleanup(c.cleanup)
-
-	ports, err := allocPorts(2 * n)
-	if err != nil {
-		t.Fatal(err)
+	if c.opts.netns {
+		c.openNetwork()
 	}
+
 	servers := make([]*Server, n)
 	for i := range n {
-		servers[i] = c.newServer(i+1, ports[2*i], ports[2*i+1], c.opts)
+		servers[i] = c.newServer(i+1, c.opts)
+		if bin := c.opts.serverBins[i+1]; bin != "" {
+			servers[i].bin = bin
+		}
 	}
 	for i, s := range servers {
 		var join []string
@@ -197,7 +226,7 @@ func New(t testing.TB, bin string, n int, opts ...Option) *Cluster {
 		if c.opts.beforeStart != nil {
 			c.opts.beforeStart(s)
 		}
-		s.start(runOnce{})
+		s.start()
 	}
 	// Start all before waiting for any: a server may wait for its peers.
 	for _, s := range servers {
@@ -216,15 +245,15 @@ func (c *Cluster) AddServer(opts ...Option) *Server {
 	o := c.opts
 	o.args = slices.Clone(o.args)
 	o.beforeStart = nil
+	o.bin = ""
 	for _, f := range opts {
 		f(&o)
 	}
-	ports, err := allocPorts(2)
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	existing := c.Servers()
-	s := c.newServer(len(existing)+1, ports[0], ports[1], o)
+	s := c.newServer(len(existing)+1, o)
+	if o.bin != "" {
+		s.bin = o.bin
+	}
 	var join []string
 	for _, e := range existing {
 		join = append(join, e.rpcAddr)
@@ -237,19 +266,22 @@ func (c *Cluster) AddServer(opts ...Option) *Server {
 	if o.beforeStart != nil {
 		o.beforeStart(s)
 	}
-	s.start(runOnce{})
+	s.start()
 	s.waitStarted()
 	c.t.Logf("cluster: added %s", s)
 	return s
 }
 
-func (c *Cluster) newServer(i, rpcPort, raftPort int, o options) *Server {
+func (c *Cluster) newServer(i int, o options) *Server {
 	name := "s" + strconv.Itoa(i)
+	rpcAddr, raftAddr, ns := c.placeServer(name, i)
 	s := &Server{
 		c:        c,
+		bin:      c.bin,
 		name:     name,
-		rpcAddr:  "127.0.0.1:" + strconv.Itoa(rpcPort),
-		raftAddr: "127.0.0.1:" + strconv.Itoa(raftPort),
+		rpcAddr:  rpcAddr,
+		raftAddr: raftAddr,
+		netns:    ns,
 		infoFile: filepath.Join(c.dir, name+".info.json"),
 		logFile:  filepath.Join(c.dir, name+".log"),
 	}
@@ -388,6 +420,8 @@ func (c *Cluster) cleanup() {
 	for _, f := range closers {
 		_ = f()
 	}
+	// After the connections: nothing dials the servers' addresses any more.
+	c.closeNetwork()
 	c.unmountAll()
 	c.mu.Lock()
 	crashes := c.crashes

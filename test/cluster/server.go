@@ -34,9 +34,11 @@ const (
 // log file stay the same across restarts.
 type Server struct {
 	c        *Cluster
+	bin      string // the binary the next start runs (SetBinary)
 	name     string // sN: data dir, log and info file names
 	rpcAddr  string
 	raftAddr string
+	netns    string // the network namespace with Netns
 	dataDir  string
 	infoFile string
 	logFile  string
@@ -274,7 +276,7 @@ func (s *Server) Restart() {
 	if s.Running() {
 		s.Stop()
 	}
-	s.start(runOnce{})
+	s.start()
 	s.waitStarted()
 	t.Logf("cluster: restarted %s", s)
 }
@@ -287,7 +289,7 @@ func (s *Server) RestartWith(args ...string) {
 	if s.Running() {
 		s.Stop()
 	}
-	s.start(runOnce{args: args})
+	s.startRun(false, args...)
 	s.waitStarted()
 	t.Logf("cluster: restarted %s with %s", s, strings.Join(args, " "))
 }
@@ -295,15 +297,16 @@ func (s *Server) RestartWith(args ...string) {
 // StartRefused starts a server that is not running, with extra flags for
 // this run only, and expects it to refuse to start: to exit without ever
 // serving. It fails the test if the process writes its info file or has not
-// exited within StartTimeout. It returns the exit error (nil for status 0)
-// and everything the run wrote to its log.
+// exited within StartTimeout. It returns the exit error (an
+// *exec.ExitError for a non-zero status) and everything the run wrote to
+// its log.
 func (s *Server) StartRefused(args ...string) (exitErr error, output string) {
 	t := s.c.t
 	t.Helper()
 	if s.Running() {
 		t.Fatalf("start %s: already running", s)
 	}
-	s.start(runOnce{args: args, expectExit: true})
+	s.startRun(true, args...)
 	s.mu.Lock()
 	done, cmd := s.done, s.cmd
 	s.mu.Unlock()
@@ -337,32 +340,6 @@ func (s *Server) RunOutput() string {
 	return string(data[offset:])
 }
 
-// Wipe removes the data dir of a server that is not running, so that its
-// next start is that of a new server with the same id and addresses.
-func (s *Server) Wipe() {
-	t := s.c.t
-	t.Helper()
-	if s.Running() {
-		t.Fatalf("wipe %s: the server is running", s)
-	}
-	if s.dataDir == "" {
-		t.Fatalf("wipe %s: dev servers have no data dir of the harness's", s)
-	}
-	if err := removeAll(s.dataDir, s.mounted); err != nil {
-		t.Fatalf("wipe %s: %v", s, err)
-	}
-	t.Logf("cluster: wiped the data dir of %s", s)
-}
-
-// runOnce adjusts one run of the server.
-type runOnce struct {
-	// args are added after the server's own flags.
-	args []string
-	// expectExit: the run is expected to end by itself, so its exit is no
-	// crash.
-	expectExit bool
-}
-
 // removeAll removes dir, or only what is in it when it is a mount point.
 func removeAll(dir string, mountPoint bool) error {
 	if !mountPoint {
@@ -380,8 +357,66 @@ func removeAll(dir string, mountPoint bool) error {
 	return nil
 }
 
+// Wipe removes the data dir of a server that is not running, so that its
+// next start is that of a new server with the same id and addresses.
+func (s *Server) Wipe() {
+	t := s.c.t
+	t.Helper()
+	if s.Running() {
+		t.Fatalf("wipe %s: the server is running", s)
+	}
+	if s.dataDir == "" {
+		t.Fatalf("wipe %s: dev servers have no data dir of the harness's", s)
+	}
+	if err := removeAll(s.dataDir, s.mounted); err != nil {
+		t.Fatalf("wipe %s: %v", s, err)
+	}
+	t.Logf("cluster: wiped the data dir of %s", s)
+}
+
+// SetBinary makes the server's next start run bin (e.g. a newer release
+// built by BuildVersion), with the same flags, data dir and ports. Call it
+// while the server is stopped, then Restart it.
+func (s *Server) SetBinary(bin string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bin = bin
+}
+
+// RunToExit starts a stopped server whose process is expected to exit by
+// itself (a server that halts), waits up to timeout for the exit and
+// returns the process's exit error: nil for status 0, an *exec.ExitError
+// otherwise. The exit does not count as a crash. A process still running
+// after timeout is killed and fails the test.
+func (s *Server) RunToExit(timeout time.Duration) error {
+	t := s.c.t
+	t.Helper()
+	if s.Running() {
+		t.Fatalf("run %s to its exit: it is running", s)
+	}
+	s.startRun(true)
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		s.Kill()
+		t.Fatalf("%s did not exit within %s\n%s", s, timeout, s.tail(logTailLines))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exitErr
+}
+
 // start starts the process; waitStarted waits for it to serve.
-func (s *Server) start(run runOnce) {
+func (s *Server) start() { s.startRun(false) }
+
+// startRun starts the process. expectExit says that the process is to
+// exit by itself: its exit is then no crash.
+//
+// extra are flags for this run only, after the server's own.
+func (s *Server) startRun(expectExit bool, extra ...string) {
 	t := s.c.t
 	t.Helper()
 	if err := os.Remove(s.infoFile); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -394,9 +429,9 @@ func (s *Server) start(run runOnce) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runs++
-	args := append(slices.Clone(s.args), run.args...)
-	if _, err := fmt.Fprintf(out, "--- harness: run %d of %s at %s: %s %s\n", s.runs, s.name,
-		time.Now().Format(time.RFC3339Nano), s.c.bin, strings.Join(args, " ")); err != nil {
+	line := append(s.commandLine(), extra...)
+	if _, err := fmt.Fprintf(out, "--- harness: run %d of %s at %s: %s\n", s.runs, s.name,
+		time.Now().Format(time.RFC3339Nano), strings.Join(line, " ")); err != nil {
 		_ = out.Close()
 		t.Fatal(err)
 	}
@@ -405,7 +440,7 @@ func (s *Server) start(run runOnce) {
 		_ = out.Close()
 		t.Fatal(err)
 	}
-	cmd := exec.Command(s.c.bin, args...)
+	cmd := exec.Command(line[0], line[1:]...)
 	cmd.Env = childEnv()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
@@ -415,7 +450,7 @@ func (s *Server) start(run runOnce) {
 	}
 	done := make(chan struct{})
 	s.cmd, s.done, s.exitErr = cmd, done, nil
-	s.running, s.paused, s.expected = true, false, run.expectExit
+	s.running, s.paused, s.expected = true, false, expectExit
 	s.runStart = offset
 	go func() {
 		err := cmd.Wait()

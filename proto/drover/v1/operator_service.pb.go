@@ -587,8 +587,11 @@ type ServerMembersResponse struct {
 	// losing quorum.
 	Healthy          bool  `protobuf:"varint,3,opt,name=healthy,proto3" json:"healthy,omitempty"`
 	FailureTolerance int32 `protobuf:"varint,4,opt,name=failure_tolerance,json=failureTolerance,proto3" json:"failure_tolerance,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The cluster's id as the answering leader's state holds it; empty until
+	// written.
+	ClusterId     string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerMembersResponse) Reset() {
@@ -647,6 +650,13 @@ func (x *ServerMembersResponse) GetFailureTolerance() int32 {
 		return x.FailureTolerance
 	}
 	return 0
+}
+
+func (x *ServerMembersResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type StateDigestRequest struct {
@@ -1424,12 +1434,14 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	" \x01(\x04R\tlastIndex\x12\x1b\n" +
 	"\tlast_term\x18\v \x01(\x04R\blastTerm\x12!\n" +
 	"\flast_contact\x18\f \x01(\x03R\vlastContact\x12\x14\n" +
-	"\x05error\x18\r \x01(\tR\x05error\"\xae\x01\n" +
+	"\x05error\x18\r \x01(\tR\x05error\"\xcd\x01\n" +
 	"\x15ServerMembersResponse\x121\n" +
 	"\aservers\x18\x01 \x03(\v2\x17.drover.v1.ServerHealthR\aservers\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x18\n" +
 	"\ahealthy\x18\x03 \x01(\bR\ahealthy\x12+\n" +
-	"\x11failure_tolerance\x18\x04 \x01(\x05R\x10failureTolerance\"\x14\n" +
+	"\x11failure_tolerance\x18\x04 \x01(\x05R\x10failureTolerance\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\x14\n" +
 	"\x12StateDigestRequest\"\xaa\x01\n" +
 	"\x13StateDigestResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12B\n" +

@@ -204,6 +204,7 @@ func (m *ServerMembersResponse) CloneVT() *ServerMembersResponse {
 	r.LeaderId = m.LeaderId
 	r.Healthy = m.Healthy
 	r.FailureTolerance = m.FailureTolerance
+	r.ClusterId = m.ClusterId
 	if rhs := m.Servers; rhs != nil {
 		tmpContainer := make([]*ServerHealth, len(rhs))
 		for k, v := range rhs {
@@ -738,6 +739,9 @@ func (this *ServerMembersResponse) EqualVT(that *ServerMembersResponse) bool {
 		return false
 	}
 	if this.FailureTolerance != that.FailureTolerance {
+		return false
+	}
+	if this.ClusterId != that.ClusterId {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -1611,6 +1615,13 @@ func (m *ServerMembersResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error)
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.ClusterId) > 0 {
+		i -= len(m.ClusterId)
+		copy(dAtA[i:], m.ClusterId)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.ClusterId)))
+		i--
+		dAtA[i] = 0x2a
 	}
 	if m.FailureTolerance != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.FailureTolerance))
@@ -2495,6 +2506,10 @@ func (m *ServerMembersResponse) SizeVT() (n int) {
 	}
 	if m.FailureTolerance != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.FailureTolerance))
+	}
+	l = len(m.ClusterId)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -4046,6 +4061,38 @@ func (m *ServerMembersResponse) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ClusterId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ClusterId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -25,15 +25,25 @@ const (
 type QueryOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Let the server that receives the call answer from its own state, which
-	// may lag the leader's. Without it the read reflects every write
-	// acknowledged before the call.
+	// may lag the leader's (QueryMeta.last_contact says by how long at most).
+	// Without it the read is linearizable: it reflects every write
+	// acknowledged anywhere before the call was made, whatever happened to the
+	// server answering it. The leader confirms with a quorum that it still
+	// leads, and waits until it has applied everything committed before that
+	// confirmation, before it answers.
 	AllowStale bool `protobuf:"varint,1,opt,name=allow_stale,json=allowStale,proto3" json:"allow_stale,omitempty"`
 	// Block until the result's index is greater than this, or max_wait
 	// passes. Zero answers at once.
 	MinIndex uint64 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
 	// Longest time to block, in nanoseconds. Zero or less means 5 minutes;
 	// longer waits are cut to 5 minutes.
-	MaxWait       int64 `protobuf:"varint,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	MaxWait int64 `protobuf:"varint,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	// With allow_stale: the oldest answer, in nanoseconds since the answering
+	// server last heard from the leader, the caller accepts. A server that has
+	// been out of touch for longer (or knows no leader) does not answer from
+	// its own state: the read goes to the leader as a consistent read. Zero
+	// accepts any staleness.
+	MaxStale      int64 `protobuf:"varint,4,opt,name=max_stale,json=maxStale,proto3" json:"max_stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -89,13 +99,24 @@ func (x *QueryOptions) GetMaxWait() int64 {
 	return 0
 }
 
+func (x *QueryOptions) GetMaxStale() int64 {
+	if x != nil {
+		return x.MaxStale
+	}
+	return 0
+}
+
 // QueryMeta describes the state a read was answered from.
 type QueryMeta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Raft index of the result: pass it as min_index to wait for a change.
 	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	// Whether the answering server knew of a leader.
-	KnownLeader   bool `protobuf:"varint,2,opt,name=known_leader,json=knownLeader,proto3" json:"known_leader,omitempty"`
+	KnownLeader bool `protobuf:"varint,2,opt,name=known_leader,json=knownLeader,proto3" json:"known_leader,omitempty"`
+	// How stale the answer may be, in nanoseconds: the time since the
+	// answering server last heard from the leader when it answered. Zero when
+	// the leader answered; -1 when the server has never heard from a leader.
+	LastContact   int64 `protobuf:"varint,3,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -142,6 +163,13 @@ func (x *QueryMeta) GetKnownLeader() bool {
 		return x.KnownLeader
 	}
 	return false
+}
+
+func (x *QueryMeta) GetLastContact() int64 {
+	if x != nil {
+		return x.LastContact
+	}
+	return 0
 }
 
 // PageOptions selects one page of a list, in id order.
@@ -212,15 +240,17 @@ var File_drover_v1_query_proto protoreflect.FileDescriptor
 
 const file_drover_v1_query_proto_rawDesc = "" +
 	"\n" +
-	"\x15drover/v1/query.proto\x12\tdrover.v1\"g\n" +
+	"\x15drover/v1/query.proto\x12\tdrover.v1\"\x84\x01\n" +
 	"\fQueryOptions\x12\x1f\n" +
 	"\vallow_stale\x18\x01 \x01(\bR\n" +
 	"allowStale\x12\x1b\n" +
 	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x12\x19\n" +
-	"\bmax_wait\x18\x03 \x01(\x03R\amaxWait\"D\n" +
+	"\bmax_wait\x18\x03 \x01(\x03R\amaxWait\x12\x1b\n" +
+	"\tmax_stale\x18\x04 \x01(\x03R\bmaxStale\"g\n" +
 	"\tQueryMeta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
-	"\fknown_leader\x18\x02 \x01(\bR\vknownLeader\"a\n" +
+	"\fknown_leader\x18\x02 \x01(\bR\vknownLeader\x12!\n" +
+	"\flast_contact\x18\x03 \x01(\x03R\vlastContact\"a\n" +
 	"\vPageOptions\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +

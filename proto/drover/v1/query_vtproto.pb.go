@@ -27,6 +27,7 @@ func (m *QueryOptions) CloneVT() *QueryOptions {
 	r.AllowStale = m.AllowStale
 	r.MinIndex = m.MinIndex
 	r.MaxWait = m.MaxWait
+	r.MaxStale = m.MaxStale
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -45,6 +46,7 @@ func (m *QueryMeta) CloneVT() *QueryMeta {
 	r := new(QueryMeta)
 	r.Index = m.Index
 	r.KnownLeader = m.KnownLeader
+	r.LastContact = m.LastContact
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -90,6 +92,9 @@ func (this *QueryOptions) EqualVT(that *QueryOptions) bool {
 	if this.MaxWait != that.MaxWait {
 		return false
 	}
+	if this.MaxStale != that.MaxStale {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -110,6 +115,9 @@ func (this *QueryMeta) EqualVT(that *QueryMeta) bool {
 		return false
 	}
 	if this.KnownLeader != that.KnownLeader {
+		return false
+	}
+	if this.LastContact != that.LastContact {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -177,6 +185,11 @@ func (m *QueryOptions) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.MaxStale != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxStale))
+		i--
+		dAtA[i] = 0x20
+	}
 	if m.MaxWait != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxWait))
 		i--
@@ -229,6 +242,11 @@ func (m *QueryMeta) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.LastContact != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LastContact))
+		i--
+		dAtA[i] = 0x18
 	}
 	if m.KnownLeader {
 		i--
@@ -315,6 +333,9 @@ func (m *QueryOptions) SizeVT() (n int) {
 	if m.MaxWait != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxWait))
 	}
+	if m.MaxStale != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxStale))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -330,6 +351,9 @@ func (m *QueryMeta) SizeVT() (n int) {
 	}
 	if m.KnownLeader {
 		n += 2
+	}
+	if m.LastContact != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastContact))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -443,6 +467,25 @@ func (m *QueryOptions) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxStale", wireType)
+			}
+			m.MaxStale = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.MaxStale |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -533,6 +576,25 @@ func (m *QueryMeta) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.KnownLeader = bool(v != 0)
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LastContact", wireType)
+			}
+			m.LastContact = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LastContact |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -1091,6 +1091,53 @@ func (x *AllocDesiredTransitionEntry) GetUpdatedAt() int64 {
 	return 0
 }
 
+// ClusterMetadataEntry records the cluster's identity (message type 143,
+// ignorable, introduced in 0.2.0). It is applied only while the state holds
+// no cluster metadata: the first one written stays.
+type ClusterMetadataEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ClusterMetadata       `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMetadataEntry) Reset() {
+	*x = ClusterMetadataEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMetadataEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMetadataEntry) ProtoMessage() {}
+
+func (x *ClusterMetadataEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMetadataEntry.ProtoReflect.Descriptor instead.
+func (*ClusterMetadataEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ClusterMetadataEntry) GetMetadata() *ClusterMetadata {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 var File_drover_v1_raft_proto protoreflect.FileDescriptor
 
 const file_drover_v1_raft_proto_rawDesc = "" +
@@ -1175,7 +1222,9 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\x1a\\\n" +
 	"\x10TransitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x122\n" +
-	"\x05value\x18\x02 \x01(\v2\x1c.drover.v1.DesiredTransitionR\x05value:\x028\x01B5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\v2\x1c.drover.v1.DesiredTransitionR\x05value:\x028\x01\"N\n" +
+	"\x14ClusterMetadataEntry\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.drover.v1.ClusterMetadataR\bmetadataB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_raft_proto_rawDescOnce sync.Once
@@ -1189,7 +1238,7 @@ func file_drover_v1_raft_proto_rawDescGZIP() []byte {
 	return file_drover_v1_raft_proto_rawDescData
 }
 
-var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_drover_v1_raft_proto_goTypes = []any{
 	(*NodeRegisterEntry)(nil),           // 0: drover.v1.NodeRegisterEntry
 	(*NodeStatusEntry)(nil),             // 1: drover.v1.NodeStatusEntry
@@ -1207,52 +1256,55 @@ var file_drover_v1_raft_proto_goTypes = []any{
 	(*JobVersionRef)(nil),               // 13: drover.v1.JobVersionRef
 	(*NodeStatusBatchEntry)(nil),        // 14: drover.v1.NodeStatusBatchEntry
 	(*AllocDesiredTransitionEntry)(nil), // 15: drover.v1.AllocDesiredTransitionEntry
-	nil,                                 // 16: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
-	(*Node)(nil),                        // 17: drover.v1.Node
-	(NodeStatus)(0),                     // 18: drover.v1.NodeStatus
-	(*NodeEvent)(nil),                   // 19: drover.v1.NodeEvent
-	(*Evaluation)(nil),                  // 20: drover.v1.Evaluation
-	(*AllocClientUpdate)(nil),           // 21: drover.v1.AllocClientUpdate
-	(*Job)(nil),                         // 22: drover.v1.Job
-	(*Allocation)(nil),                  // 23: drover.v1.Allocation
-	(*AllocStop)(nil),                   // 24: drover.v1.AllocStop
-	(*ServerMember)(nil),                // 25: drover.v1.ServerMember
-	(SchedulingEligibility)(0),          // 26: drover.v1.SchedulingEligibility
-	(*DrainStrategy)(nil),               // 27: drover.v1.DrainStrategy
-	(*DesiredTransition)(nil),           // 28: drover.v1.DesiredTransition
+	(*ClusterMetadataEntry)(nil),        // 16: drover.v1.ClusterMetadataEntry
+	nil,                                 // 17: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
+	(*Node)(nil),                        // 18: drover.v1.Node
+	(NodeStatus)(0),                     // 19: drover.v1.NodeStatus
+	(*NodeEvent)(nil),                   // 20: drover.v1.NodeEvent
+	(*Evaluation)(nil),                  // 21: drover.v1.Evaluation
+	(*AllocClientUpdate)(nil),           // 22: drover.v1.AllocClientUpdate
+	(*Job)(nil),                         // 23: drover.v1.Job
+	(*Allocation)(nil),                  // 24: drover.v1.Allocation
+	(*AllocStop)(nil),                   // 25: drover.v1.AllocStop
+	(*ServerMember)(nil),                // 26: drover.v1.ServerMember
+	(SchedulingEligibility)(0),          // 27: drover.v1.SchedulingEligibility
+	(*DrainStrategy)(nil),               // 28: drover.v1.DrainStrategy
+	(*ClusterMetadata)(nil),             // 29: drover.v1.ClusterMetadata
+	(*DesiredTransition)(nil),           // 30: drover.v1.DesiredTransition
 }
 var file_drover_v1_raft_proto_depIdxs = []int32{
-	17, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
-	18, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
-	19, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
-	20, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
+	18, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
+	19, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
+	20, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
+	21, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
 	3,  // 4: drover.v1.AllocClientUpdateEntry.nodes:type_name -> drover.v1.NodeAllocUpdates
-	21, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
-	20, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
-	22, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
-	20, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
-	20, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
-	20, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
-	23, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
-	24, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
-	20, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
-	25, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
-	26, // 15: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
-	19, // 16: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
-	20, // 17: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
-	27, // 18: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
-	19, // 19: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
-	20, // 20: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
+	22, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
+	21, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
+	23, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
+	21, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
+	21, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
+	21, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
+	24, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
+	25, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
+	21, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
+	26, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
+	27, // 15: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
+	20, // 16: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
+	21, // 17: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
+	28, // 18: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
+	20, // 19: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
+	21, // 20: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
 	13, // 21: drover.v1.GCEntry.job_versions:type_name -> drover.v1.JobVersionRef
 	1,  // 22: drover.v1.NodeStatusBatchEntry.updates:type_name -> drover.v1.NodeStatusEntry
-	16, // 23: drover.v1.AllocDesiredTransitionEntry.transitions:type_name -> drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
-	20, // 24: drover.v1.AllocDesiredTransitionEntry.evals:type_name -> drover.v1.Evaluation
-	28, // 25: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry.value:type_name -> drover.v1.DesiredTransition
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	17, // 23: drover.v1.AllocDesiredTransitionEntry.transitions:type_name -> drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
+	21, // 24: drover.v1.AllocDesiredTransitionEntry.evals:type_name -> drover.v1.Evaluation
+	29, // 25: drover.v1.ClusterMetadataEntry.metadata:type_name -> drover.v1.ClusterMetadata
+	30, // 26: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry.value:type_name -> drover.v1.DesiredTransition
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_raft_proto_init() }
@@ -1272,7 +1324,7 @@ func file_drover_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_raft_proto_rawDesc), len(file_drover_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

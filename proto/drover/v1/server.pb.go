@@ -171,6 +171,72 @@ func (x *ServerMember) GetModifyIndex() uint64 {
 	return 0
 }
 
+// ClusterMetadata identifies a cluster. The leader writes it once, as soon
+// as every server in the raft configuration runs a release that knows it
+// (0.2.0); the first one applied stays for the life of the cluster.
+type ClusterMetadata struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A random UUID, unique to the cluster.
+	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Unix nanoseconds, stamped by the leader that wrote it.
+	CreatedAt int64 `protobuf:"varint,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Raft index of the entry that wrote it.
+	CreateIndex   uint64 `protobuf:"varint,3,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMetadata) Reset() {
+	*x = ClusterMetadata{}
+	mi := &file_drover_v1_server_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMetadata) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMetadata) ProtoMessage() {}
+
+func (x *ClusterMetadata) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_server_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMetadata.ProtoReflect.Descriptor instead.
+func (*ClusterMetadata) Descriptor() ([]byte, []int) {
+	return file_drover_v1_server_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClusterMetadata) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ClusterMetadata) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *ClusterMetadata) GetCreateIndex() uint64 {
+	if x != nil {
+		return x.CreateIndex
+	}
+	return 0
+}
+
 // JobRequestResult is what a job write that carried a request id returned.
 // The FSM keeps it for a while, so that a client that retries the write
 // with the same request id gets the first answer and nothing is applied
@@ -197,7 +263,7 @@ type JobRequestResult struct {
 
 func (x *JobRequestResult) Reset() {
 	*x = JobRequestResult{}
-	mi := &file_drover_v1_server_proto_msgTypes[1]
+	mi := &file_drover_v1_server_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -209,7 +275,7 @@ func (x *JobRequestResult) String() string {
 func (*JobRequestResult) ProtoMessage() {}
 
 func (x *JobRequestResult) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_server_proto_msgTypes[1]
+	mi := &file_drover_v1_server_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -222,7 +288,7 @@ func (x *JobRequestResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequestResult.ProtoReflect.Descriptor instead.
 func (*JobRequestResult) Descriptor() ([]byte, []int) {
-	return file_drover_v1_server_proto_rawDescGZIP(), []int{1}
+	return file_drover_v1_server_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *JobRequestResult) GetRequestId() string {
@@ -285,7 +351,13 @@ const file_drover_v1_server_proto_rawDesc = "" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\tR\aversion\x12!\n" +
 	"\fcreate_index\x18\x05 \x01(\x04R\vcreateIndex\x12!\n" +
-	"\fmodify_index\x18\x06 \x01(\x04R\vmodifyIndex\"\xe1\x01\n" +
+	"\fmodify_index\x18\x06 \x01(\x04R\vmodifyIndex\"r\n" +
+	"\x0fClusterMetadata\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x02 \x01(\x03R\tcreatedAt\x12!\n" +
+	"\fcreate_index\x18\x03 \x01(\x04R\vcreateIndex\"\xe1\x01\n" +
 	"\x10JobRequestResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -317,11 +389,12 @@ func file_drover_v1_server_proto_rawDescGZIP() []byte {
 }
 
 var file_drover_v1_server_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_drover_v1_server_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_drover_v1_server_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_drover_v1_server_proto_goTypes = []any{
 	(RaftState)(0),           // 0: drover.v1.RaftState
 	(*ServerMember)(nil),     // 1: drover.v1.ServerMember
-	(*JobRequestResult)(nil), // 2: drover.v1.JobRequestResult
+	(*ClusterMetadata)(nil),  // 2: drover.v1.ClusterMetadata
+	(*JobRequestResult)(nil), // 3: drover.v1.JobRequestResult
 }
 var file_drover_v1_server_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -342,7 +415,7 @@ func file_drover_v1_server_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_server_proto_rawDesc), len(file_drover_v1_server_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

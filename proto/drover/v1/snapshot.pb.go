@@ -28,9 +28,13 @@ type SnapshotHeader struct {
 	// Incremented when the record layout changes incompatibly.
 	FormatVersion uint32 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	// Highest raft index applied to the state in the snapshot.
-	LastIndex     uint64 `protobuf:"varint,2,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastIndex uint64 `protobuf:"varint,2,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// The cluster's metadata (0.2.0), unset until written. It travels in the
+	// header rather than as a record because servers of 0.1.0 refuse unknown
+	// record types but skip unknown header fields: they restore the rest.
+	ClusterMetadata *ClusterMetadata `protobuf:"bytes,3,opt,name=cluster_metadata,json=clusterMetadata,proto3" json:"cluster_metadata,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
@@ -75,6 +79,13 @@ func (x *SnapshotHeader) GetLastIndex() uint64 {
 		return x.LastIndex
 	}
 	return 0
+}
+
+func (x *SnapshotHeader) GetClusterMetadata() *ClusterMetadata {
+	if x != nil {
+		return x.ClusterMetadata
+	}
+	return nil
 }
 
 // TableIndex is a snapshot record of the index table: the raft index of the
@@ -135,11 +146,12 @@ var File_drover_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_drover_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	"\x18drover/v1/snapshot.proto\x12\tdrover.v1\"V\n" +
+	"\x18drover/v1/snapshot.proto\x12\tdrover.v1\x1a\x16drover/v1/server.proto\"\x9d\x01\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x02 \x01(\x04R\tlastIndex\"8\n" +
+	"last_index\x18\x02 \x01(\x04R\tlastIndex\x12E\n" +
+	"\x10cluster_metadata\x18\x03 \x01(\v2\x1a.drover.v1.ClusterMetadataR\x0fclusterMetadata\"8\n" +
 	"\n" +
 	"TableIndex\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
@@ -159,15 +171,17 @@ func file_drover_v1_snapshot_proto_rawDescGZIP() []byte {
 
 var file_drover_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_drover_v1_snapshot_proto_goTypes = []any{
-	(*SnapshotHeader)(nil), // 0: drover.v1.SnapshotHeader
-	(*TableIndex)(nil),     // 1: drover.v1.TableIndex
+	(*SnapshotHeader)(nil),  // 0: drover.v1.SnapshotHeader
+	(*TableIndex)(nil),      // 1: drover.v1.TableIndex
+	(*ClusterMetadata)(nil), // 2: drover.v1.ClusterMetadata
 }
 var file_drover_v1_snapshot_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	2, // 0: drover.v1.SnapshotHeader.cluster_metadata:type_name -> drover.v1.ClusterMetadata
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_snapshot_proto_init() }
@@ -175,6 +189,7 @@ func file_drover_v1_snapshot_proto_init() {
 	if File_drover_v1_snapshot_proto != nil {
 		return
 	}
+	file_drover_v1_server_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

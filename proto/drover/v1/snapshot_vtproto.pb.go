@@ -26,6 +26,7 @@ func (m *SnapshotHeader) CloneVT() *SnapshotHeader {
 	r := new(SnapshotHeader)
 	r.FormatVersion = m.FormatVersion
 	r.LastIndex = m.LastIndex
+	r.ClusterMetadata = m.ClusterMetadata.CloneVT()
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -65,6 +66,9 @@ func (this *SnapshotHeader) EqualVT(that *SnapshotHeader) bool {
 		return false
 	}
 	if this.LastIndex != that.LastIndex {
+		return false
+	}
+	if !this.ClusterMetadata.EqualVT(that.ClusterMetadata) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -128,6 +132,16 @@ func (m *SnapshotHeader) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.ClusterMetadata != nil {
+		size, err := m.ClusterMetadata.MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x1a
 	}
 	if m.LastIndex != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LastIndex))
@@ -198,6 +212,10 @@ func (m *SnapshotHeader) SizeVT() (n int) {
 	}
 	if m.LastIndex != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastIndex))
+	}
+	if m.ClusterMetadata != nil {
+		l = m.ClusterMetadata.SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -287,6 +305,42 @@ func (m *SnapshotHeader) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 3:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ClusterMetadata", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.ClusterMetadata == nil {
+				m.ClusterMetadata = &ClusterMetadata{}
+			}
+			if err := m.ClusterMetadata.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -33,6 +33,7 @@ var (
 		},
 	}
 	fakeMembers = &droverv1.ServerMembersResponse{
+		ClusterId:        "0b6f9a52-3c1e-4d7a-9f0e-5a2b8c4d6e10",
 		LeaderId:         "s1",
 		Healthy:          true,
 		FailureTolerance: 1,
@@ -271,6 +272,7 @@ func TestCommandOutput(t *testing.T) {
 				"s2  10.0.0.2:4650  10.0.0.2:4651  0.1.0    follower    true   false   true     120\n" +
 				"s3  10.0.0.3:4650  10.0.0.3:4651  -        unknown     true   false   false    0\n" +
 				"\n" +
+				"Cluster ID: 0b6f9a52-3c1e-4d7a-9f0e-5a2b8c4d6e10\n" +
 				"Cluster healthy: true, failure tolerance: 1\n",
 			wantReq: &droverv1.ServerMembersRequest{},
 		},
@@ -328,7 +330,8 @@ func TestCommandOutput(t *testing.T) {
   ],
   "leader_id": "s1",
   "healthy": true,
-  "failure_tolerance": 1
+  "failure_tolerance": 1,
+  "cluster_id": "0b6f9a52-3c1e-4d7a-9f0e-5a2b8c4d6e10"
 }
 `,
 			wantReq: &droverv1.ServerMembersRequest{},

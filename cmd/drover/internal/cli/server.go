@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -135,7 +136,9 @@ func serverCommand(stderr io.Writer) *ffcli.Command {
 }
 
 // runServer runs until SIGINT or SIGTERM, then shuts down cleanly. A second
-// signal exits at once.
+// signal exits at once. A server that stops applying the raft log (it met
+// an entry its release cannot apply) shuts down too, and runServer returns
+// the reason, so the process exits non-zero naming it.
 func runServer(ctx context.Context, cfg server.Config, logger *slog.Logger) error {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
@@ -149,17 +152,25 @@ func runServer(ctx context.Context, cfg server.Config, logger *slog.Logger) erro
 	if err := wireRaftMetrics(srv.Registry()); err != nil {
 		logger.Warn("raft's own metrics are not exported", "err", err)
 	}
+	var halt error
 	select {
 	case sig := <-signals:
 		logger.Info("received signal; shutting down", "signal", sig.String())
 	case <-ctx.Done():
+	case <-srv.Halted():
+		halt = srv.HaltReason()
+		logger.Error("this server stopped applying the raft log; shutting down", "reason", halt)
 	}
 	go func() {
 		sig := <-signals
 		logger.Warn("received a second signal; exiting without a clean shutdown", "signal", sig.String())
 		os.Exit(1)
 	}()
-	return srv.Shutdown(context.Background())
+	err = srv.Shutdown(context.Background())
+	if halt != nil {
+		return errors.Join(fmt.Errorf("server halted: %w", halt), err)
+	}
+	return err
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

@@ -27,7 +27,7 @@ func serverMembersCommand(stdout, stderr io.Writer) *ffcli.Command {
 		ShortUsage: "drover server members [flags]",
 		ShortHelp:  "List the servers with their raft state and health.",
 		LongHelp: "List every server with its version, raft state and health as the leader's\n" +
-			"autopilot sees them, and whether the cluster as a whole is healthy.",
+			"autopilot sees them, the cluster's id, and whether the cluster as a whole is healthy.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -57,7 +57,11 @@ func serverMembersCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(stdout, "\nCluster healthy: %t, failure tolerance: %d\n", resp.GetHealthy(), resp.GetFailureTolerance())
+			clusterID := resp.GetClusterId()
+			if clusterID == "" {
+				clusterID = "- (not written yet)"
+			}
+			_, err = fmt.Fprintf(stdout, "\nCluster ID: %s\nCluster healthy: %t, failure tolerance: %d\n", clusterID, resp.GetHealthy(), resp.GetFailureTolerance())
 			return err
 		},
 	}
