@@ -23,6 +23,11 @@ func stateDiff(a, b *state.Snapshot) string {
 	diffSeq(&out, "allocs", a.Allocs(), b.Allocs(), (*droverv1.Allocation).GetId)
 	diffSeq(&out, "servers", a.Servers(), b.Servers(), (*droverv1.ServerMember).GetId)
 	diffSeq(&out, "job requests", a.JobRequestResults(), b.JobRequestResults(), (*droverv1.JobRequestResult).GetRequestId)
+	blockKey := func(r *droverv1.IPBlockReleases) string { return fmt.Sprintf("%x", r.GetBlock()) }
+	diffSeq(&out, "ip releases", a.IPBlockReleases(), b.IPBlockReleases(), blockKey)
+	if x, y := releaseOrder(a), releaseOrder(b); x != y {
+		fmt.Fprintf(&out, "released addresses: %s != %s\n", x, y)
+	}
 	if am, bm := a.ClusterMetadata(), b.ClusterMetadata(); !proto.Equal(am, bm) {
 		fmt.Fprintf(&out, "cluster metadata: %v != %v\n", am, bm)
 	}
@@ -71,6 +76,17 @@ func collect[T any](seq iter.Seq[T], key func(T) string) map[string]T {
 		m[key(x)] = x
 	}
 	return m
+}
+
+// releaseOrder lists the released addresses in the order they would be
+// handed out again.
+func releaseOrder(s *state.Snapshot) string {
+	var out []string
+	next := s.ReleasedIPs()
+	for addr, at, ok := next(); ok; addr, at, ok = next() {
+		out = append(out, fmt.Sprintf("%s@%d", addr, at))
+	}
+	return strings.Join(out, ",")
 }
 
 func ids(allocs []*droverv1.Allocation) string {

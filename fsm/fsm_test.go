@@ -1,10 +1,12 @@
 package fsm
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +280,9 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		t.Errorf("restored state differs:\n%s", diff)
 	}
 	rs := restored.fsm.State().Snapshot()
+	if releaseOrder(rs) == "" {
+		t.Errorf("restored state has no released address; populate releases one")
+	}
 	if rs.ServerByID("server-a") == nil || rs.ServerByID("server-c") != nil || rs.JobRequestResult("stop-old") == nil || rs.JobRequestResult("reg-batch") == nil {
 		t.Errorf("restored state lacks the servers or job request results populate wrote")
 	}
@@ -315,6 +320,35 @@ func TestRestoreRejectsBadSnapshots(t *testing.T) {
 				t.Errorf("a failed restore replaced the state")
 			}
 		})
+	}
+}
+
+// TestSnapshotHeaderCarriesIPReleases checks that the release history
+// travels in the header, where a server of a release without it skips it
+// as an unknown field, and not as records, which such a server refuses.
+func TestSnapshotHeaderCarriesIPReleases(t *testing.T) {
+	h := newHarness(t)
+	h.populate()
+	var buf strings.Builder
+	if err := WriteSnapshot(&buf, h.fsm.State().Snapshot(), h.index); err != nil {
+		t.Fatal(err)
+	}
+	data, err := readRecord(bufio.NewReader(strings.NewReader(buf.String()[len(snapshotMagic):])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header droverv1.SnapshotHeader
+	if err := header.UnmarshalVT(data); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Collect(h.fsm.State().Snapshot().IPBlockReleases())
+	if len(want) == 0 || len(header.GetIpReleases()) != len(want) {
+		t.Fatalf("header has %d blocks of release history, want %d (populate releases an address)", len(header.GetIpReleases()), len(want))
+	}
+	for i, b := range header.GetIpReleases() {
+		if !b.EqualVT(want[i]) {
+			t.Errorf("block %d of the header's history: %v, want %v", i, b, want[i])
+		}
 	}
 }
 

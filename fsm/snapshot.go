@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/hashicorp/raft"
 
@@ -15,7 +16,8 @@ import (
 )
 
 // Snapshot layout: the magic bytes, a varint-length SnapshotHeader (which
-// also carries the cluster metadata), then records, each a record-type
+// also carries the cluster metadata and the release history of allocation
+// addresses), then records, each a record-type
 // byte, a varint length and a message. Records
 // come table by table: the index table, nodes, job versions, jobs,
 // evaluations, allocations (allocations refer to nodes and job versions),
@@ -86,6 +88,12 @@ func WriteSnapshot(w io.Writer, snap *state.Snapshot, index uint64) error {
 	rw := &recordWriter{w: w}
 	rw.raw(snapshotMagic)
 	header := &droverv1.SnapshotHeader{FormatVersion: snapshotFormatVersion, LastIndex: index, ClusterMetadata: snap.ClusterMetadata()}
+	header.IpReleases = slices.Collect(snap.IPBlockReleases())
+	if header.SizeVT() > maxRecordSize {
+		// No server could read it back. Without the history, addresses are
+		// still never handed out twice; only their reuse order is lost.
+		header.IpReleases = nil
+	}
 	rw.message(0, header, false)
 	for table, idx := range snap.TableIndexes() {
 		rw.message(recordTableIndex, &droverv1.TableIndex{Table: table, Index: idx}, true)
@@ -166,6 +174,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	header, err := sr.read()
 	if err == nil {
 		err = f.restoreClusterMetadata(r, header)
+	}
+	for _, b := range header.GetIpReleases() {
+		if err != nil {
+			break
+		}
+		err = r.IPBlockReleases(b)
 	}
 	if err != nil {
 		r.Abort()

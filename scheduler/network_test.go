@@ -103,67 +103,50 @@ func TestAssignPortsStaticInDynamicRange(t *testing.T) {
 	}
 }
 
-// hideFinder hides the snapshot's FreeIPInBlock, to test address picking
-// by probing.
-type hideFinder struct{ State }
-
 // TestAddresses checks that addresses are unique within a plan, never one
 // a live allocation holds, never the network or broadcast address, and
-// that a full network exhausts placements by address; with and without
-// the state's block search.
+// that a full network exhausts placements by address.
 func TestAddresses(t *testing.T) {
-	for _, probe := range []bool{false, true} {
-		name := "block search"
-		if probe {
-			name = "probing"
+	c := newCluster(t)
+	node := c.addNodes(1, nil)[0]
+	j := testJob(10)
+	j.TaskGroups[0].Resources = &droverv1.Resources{CpuMhz: 10, MemoryMb: 10}
+	job, ev := c.register(j)
+	// 10.1.2.8/29 has 6 usable addresses, .9 to .14; two are held.
+	held := runningAlloc(job, node, &droverv1.AllocatedResources{CpuMhz: 10, MemoryMb: 10, Ip: "10.1.2.9"})
+	stopping := runningAlloc(job, node, &droverv1.AllocatedResources{CpuMhz: 10, MemoryMb: 10, Ip: "10.1.2.12"})
+	freed := runningAlloc(job, node, &droverv1.AllocatedResources{CpuMhz: 10, MemoryMb: 10, Ip: "10.1.2.13"})
+	c.place(held, stopping, freed)
+	c.stop(stopping.GetId(), freed.GetId())
+	c.report(node.GetId(), droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED, freed.GetId())
+	cfg := fixedCfg()
+	cfg.AllocCIDR = netip.MustParsePrefix("10.1.2.8/29")
+	ec := newEvalContext(c.snapshot(), cfg, ev, job)
+	stk := newStack(ec, job)
+	placed := placeAll(ec, stk, job, 10)
+	if len(placed) != 4 {
+		t.Fatalf("placed %d, want 4 (6 usable addresses, 2 held)", len(placed))
+	}
+	got := make(map[string]bool)
+	for _, a := range placed {
+		ip := a.GetResources().GetIp()
+		switch {
+		case got[ip]:
+			t.Fatalf("address %s handed out twice", ip)
+		case ip == "10.1.2.8" || ip == "10.1.2.15":
+			t.Fatalf("network or broadcast address %s handed out", ip)
+		case ip == "10.1.2.9" || ip == "10.1.2.12":
+			t.Fatalf("address %s is held by a live allocation", ip)
+		case !cfg.AllocCIDR.Contains(netip.MustParseAddr(ip)):
+			t.Fatalf("address %s outside %s", ip, cfg.AllocCIDR)
 		}
-		t.Run(name, func(t *testing.T) {
-			c := newCluster(t)
-			node := c.addNodes(1, nil)[0]
-			j := testJob(10)
-			j.TaskGroups[0].Resources = &droverv1.Resources{CpuMhz: 10, MemoryMb: 10}
-			job, ev := c.register(j)
-			// 10.1.2.8/29 has 6 usable addresses, .9 to .14; two are held.
-			held := runningAlloc(job, node, &droverv1.AllocatedResources{CpuMhz: 10, MemoryMb: 10, Ip: "10.1.2.9"})
-			stopping := runningAlloc(job, node, &droverv1.AllocatedResources{CpuMhz: 10, MemoryMb: 10, Ip: "10.1.2.12"})
-			freed := runningAlloc(job, node, &droverv1.AllocatedResources{CpuMhz: 10, MemoryMb: 10, Ip: "10.1.2.13"})
-			c.place(held, stopping, freed)
-			c.stop(stopping.GetId(), freed.GetId())
-			c.report(node.GetId(), droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED, freed.GetId())
-			var st State = c.snapshot()
-			if probe {
-				st = hideFinder{st}
-			}
-			cfg := fixedCfg()
-			cfg.AllocCIDR = netip.MustParsePrefix("10.1.2.8/29")
-			ec := newEvalContext(st, cfg, ev, job)
-			stk := newStack(ec, job)
-			placed := placeAll(ec, stk, job, 10)
-			if len(placed) != 4 {
-				t.Fatalf("placed %d, want 4 (6 usable addresses, 2 held)", len(placed))
-			}
-			got := make(map[string]bool)
-			for _, a := range placed {
-				ip := a.GetResources().GetIp()
-				switch {
-				case got[ip]:
-					t.Fatalf("address %s handed out twice", ip)
-				case ip == "10.1.2.8" || ip == "10.1.2.15":
-					t.Fatalf("network or broadcast address %s handed out", ip)
-				case ip == "10.1.2.9" || ip == "10.1.2.12":
-					t.Fatalf("address %s is held by a live allocation", ip)
-				case !cfg.AllocCIDR.Contains(netip.MustParseAddr(ip)):
-					t.Fatalf("address %s outside %s", ip, cfg.AllocCIDR)
-				}
-				got[ip] = true
-			}
-			if !got["10.1.2.13"] {
-				t.Fatalf("addresses %v, want the freed 10.1.2.13 among them", got)
-			}
-			if f := stk.failure(job.GetTaskGroups()[0]); f.GetExhaustedBy()[fit.DimensionIP] != 1 {
-				t.Fatalf("failure = %v, want exhausted by address", f)
-			}
-		})
+		got[ip] = true
+	}
+	if !got["10.1.2.13"] {
+		t.Fatalf("addresses %v, want the freed 10.1.2.13 among them", got)
+	}
+	if f := stk.failure(job.GetTaskGroups()[0]); f.GetExhaustedBy()[fit.DimensionIP] != 1 {
+		t.Fatalf("failure = %v, want exhausted by address", f)
 	}
 }
 
@@ -199,26 +182,5 @@ func TestAddressesLargeNetwork(t *testing.T) {
 			t.Fatalf("address %s reused or network/broadcast", ip)
 		}
 		got[ip] = true
-	}
-}
-
-func TestUsableOffsets(t *testing.T) {
-	cases := []struct {
-		prefix string
-		lo, hi uint64
-		ok     bool
-	}{
-		{"10.0.0.0/24", 1, 254, true},
-		{"10.0.0.0/30", 1, 2, true},
-		{"10.0.0.0/31", 0, 0, false},
-		{"10.0.0.0/32", 0, 0, false},
-		{"fd00::/120", 1, 255, true},
-		{"fd00::/32", 1, 1<<63 - 1, true},
-	}
-	for _, tc := range cases {
-		lo, hi, ok := usableOffsets(netip.MustParsePrefix(tc.prefix))
-		if ok != tc.ok || (ok && (lo != tc.lo || hi != tc.hi)) {
-			t.Fatalf("%s: offsets %d..%d %v, want %d..%d %v", tc.prefix, lo, hi, ok, tc.lo, tc.hi, tc.ok)
-		}
 	}
 }

@@ -42,6 +42,10 @@ type State interface {
 	// AllocIPHeld reports whether a non-client-terminal allocation holds
 	// the address.
 	AllocIPHeld(ip string) bool
+	// NeverUsedIP and ReleasedIPs tell which free addresses were never
+	// held and when the others were released (see ippool.Source).
+	NeverUsedIP(from, last netip.Addr) (netip.Addr, bool)
+	ReleasedIPs() func() (addr netip.Addr, index uint64, ok bool)
 	EvalByID(id string) *droverv1.Evaluation
 }
 

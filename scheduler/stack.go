@@ -5,6 +5,7 @@ import (
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/scheduler/fit"
+	"github.com/droverhq/drover/scheduler/ippool"
 )
 
 // stack picks nodes for one job's placements in one pass: it walks the
@@ -19,7 +20,7 @@ type stack struct {
 	candidates []*nodeState
 	offset     int
 	groups     map[string]*groupStack
-	addrs      *addressPicker
+	addrs      *ippool.Picker
 	// ports holds the ports picked on the node being ranked, bestPorts
 	// those of the best node so far; the two swap instead of allocating.
 	ports, bestPorts []int32
@@ -266,7 +267,7 @@ func (s *stack) allocated(tg *droverv1.TaskGroup, addr string) *droverv1.Allocat
 // addressChoice is the address of one selection: drawn once, when the
 // first candidate fits, since it does not depend on the node.
 type addressChoice struct {
-	picker *addressPicker
+	picker *ippool.Picker
 	tried  bool
 	ok     bool
 	addr   string
@@ -275,12 +276,12 @@ type addressChoice struct {
 // ready reports whether the selection has an address, drawing one on
 // first use; true when allocations get no address.
 func (c *addressChoice) ready() bool {
-	if !c.picker.enabled() {
+	if !c.picker.Enabled() {
 		return true
 	}
 	if !c.tried {
 		c.tried = true
-		if a, ok := c.picker.pick(); ok {
+		if a, ok := c.picker.Pick(); ok {
 			c.addr, c.ok = a.String(), true
 		}
 	}

@@ -113,7 +113,10 @@ func (sc *scheduling) start(ctx context.Context) error {
 	}
 	sc.s.logger.Info("scheduling enabled", "pending_evals", pending, "blocked_evals", blockedN)
 
-	applier := plan.NewApplier(plan.Config{Logger: sc.s.logger.With("component", "plan_applier")}, sc.plans, sc.s.state, planCommitter{sc.s})
+	applier := plan.NewApplier(plan.Config{
+		Logger:    sc.s.logger.With("component", "plan_applier"),
+		AllocCIDR: sc.s.cfg.Scheduler.AllocCIDR,
+	}, sc.plans, sc.s.state, planCommitter{sc.s})
 	sc.mu.Lock()
 	sc.applier = applier
 	sc.mu.Unlock()

@@ -155,7 +155,7 @@ func TestHaltOnUnknownEntry(t *testing.T) {
 			t.Errorf("%s: applied index %d, want %d (the entry before the halt)", s.ID(), got, haltIndex-1)
 		}
 		if got, err := snap.Digest(); err != nil || !maps.Equal(got, digests[s.ID()]) {
-			t.Errorf("%s: state changed after the halt", s.ID())
+			t.Errorf("%s: state changed after the halt (%v)", s.ID(), err)
 		}
 		if snap.NodeByID(late.GetId()) != nil {
 			t.Errorf("%s applied an entry after the halt", s.ID())

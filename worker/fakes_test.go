@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -218,7 +219,11 @@ func (fakeState) JobVersion(string, uint64) *droverv1.Job              { return 
 func (fakeState) AllocsByJob(string) ([]*droverv1.Allocation, uint64)  { return nil, 0 }
 func (fakeState) AllocsByNode(string) ([]*droverv1.Allocation, uint64) { return nil, 0 }
 func (fakeState) AllocIPHeld(string) bool                              { return false }
-func (fakeState) EvalByID(string) *droverv1.Evaluation                 { return nil }
+func (fakeState) NeverUsedIP(from, _ netip.Addr) (netip.Addr, bool)    { return from, true }
+func (fakeState) ReleasedIPs() func() (netip.Addr, uint64, bool) {
+	return func() (netip.Addr, uint64, bool) { return netip.Addr{}, 0, false }
+}
+func (fakeState) EvalByID(string) *droverv1.Evaluation { return nil }
 
 // processFunc is what a fake scheduler does for one evaluation.
 type processFunc func(ctx context.Context, ev *droverv1.Evaluation, st scheduler.State, planner scheduler.Planner) error

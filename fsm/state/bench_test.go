@@ -1,7 +1,10 @@
 package state
 
 import (
+	"fmt"
+	"net/netip"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/droverhq/drover/internal/mock"
@@ -102,5 +105,83 @@ func BenchmarkPlanResult1000(b *testing.B) {
 		runtime.GC()
 		b.StartTimer()
 		apply(data)
+	}
+}
+
+// BenchmarkIPReleaseHistory reports the heap the address release history
+// holds per address: 65,536 allocations with addresses filling a /16 are
+// placed, end (one report per 1,000) and are garbage collected; what the
+// store holds then, beyond what it held before, is the order their
+// addresses were released in.
+//
+//	go test -run '^$' -bench IPReleaseHistory -benchtime 1x -count 5 ./fsm/state/
+func BenchmarkIPReleaseHistory(b *testing.B) {
+	const (
+		addrs = 1 << 16
+		batch = 1000
+	)
+	for b.Loop() {
+		f := newFixture(b)
+		node := f.node()
+		job := f.job(addrs)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var allocs []*droverv1.Allocation
+		for i := range addrs {
+			a := mock.Alloc(node, job, i)
+			a.Resources.Ip = fmt.Sprintf("10.99.%d.%d", i>>8, i&0xff)
+			a.Resources.Ports = nil
+			allocs = append(allocs, a)
+		}
+		for start := 0; start < addrs; start += batch {
+			f.place(allocs[start:min(start+batch, addrs)]...)
+		}
+		for start := 0; start < addrs; start += batch {
+			f.report(node.GetId(), droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, ids(allocs[start:min(start+batch, addrs)])...)
+		}
+		stop := &droverv1.PlanResultEntry{AppliedAt: 7}
+		for _, a := range allocs {
+			stop.Stops = append(stop.Stops, &droverv1.AllocStop{AllocId: a.GetId(), DesiredStatus: droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP})
+		}
+		if _, err := f.s.UpsertPlanResults(f.next(), stop); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := f.s.ApplyGC(f.next(), &droverv1.GCEntry{AllocIds: ids(allocs)}); err != nil {
+			b.Fatal(err)
+		}
+		if n := len(slices.Collect(f.s.Snapshot().Allocs())); n != 0 {
+			b.Fatalf("%d allocations left after GC", n)
+		}
+		allocs, stop = nil, nil
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/addrs, "bytes/address")
+		runtime.KeepAlive(f)
+	}
+}
+
+// BenchmarkNeverUsedIPUsedUp times the search for a never-used address in
+// a /10 (the default allocation network, 16,384 blocks) every address of
+// which has been used: the answer that there is none, which a scheduling
+// pass needs once before it turns to released addresses.
+//
+//	go test -run '^$' -bench NeverUsedIPUsedUp -count 5 ./fsm/state/
+func BenchmarkNeverUsedIPUsedUp(b *testing.B) {
+	f := newFixture(b)
+	network := netip.MustParsePrefix("100.64.0.0/10")
+	tx := newTxn(f.s.db.Load(), 1)
+	for a := network.Addr(); network.Contains(a); a = a.Next() {
+		key, off := addrBlockKey(a)
+		tx.ipRowByKey(key).markFreed(off, 1)
+	}
+	tx.flushIPs()
+	tx.db.Commit()
+	snap := f.s.Snapshot()
+	first, last := network.Addr().Next(), netip.MustParseAddr("100.127.255.254")
+	for b.Loop() {
+		if addr, ok := snap.NeverUsedIP(first, last); ok {
+			b.Fatalf("found %s in a used-up network", addr)
+		}
 	}
 }

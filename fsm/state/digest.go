@@ -18,7 +18,9 @@ import (
 // digests, so comparing them checks that replicas agree. Rows are encoded by
 // the standard protobuf runtime, which refuses a string that is not valid
 // UTF-8; the FSM never stores one, but should a row hold one anyway, Digest
-// names it in its error.
+// names it in its error. The ip_blocks entry covers the addresses' release
+// history (what is held follows from the allocations), which decides the
+// order addresses are handed out in.
 func (s *Snapshot) Digest() (map[string]string, error) {
 	indexes := sha256.New()
 	for table, index := range s.TableIndexes() {
@@ -34,6 +36,7 @@ func (s *Snapshot) Digest() (map[string]string, error) {
 		TableServers:     digestOf(&err, TableServers, s.Servers()),
 		TableJobRequests: digestOf(&err, TableJobRequests, s.JobRequestResults()),
 		TableClusterMeta: digestOf(&err, TableClusterMeta, all[*droverv1.ClusterMetadata](s, TableClusterMeta, indexID)),
+		tableIPBlocks:    digestOf(&err, tableIPBlocks, s.IPBlockReleases()),
 		TableIndex:       hex.EncodeToString(indexes.Sum(nil)),
 	}
 	if err != nil {

@@ -69,6 +69,13 @@ func (r *Restorer) JobRequestResult(res *droverv1.JobRequestResult) error {
 	return r.tx.insert(TableJobRequests, res)
 }
 
+// IPBlockReleases restores when the free addresses of one block were last
+// released. Addresses the restored allocations hold stay held, whichever
+// comes first.
+func (r *Restorer) IPBlockReleases(rec *droverv1.IPBlockReleases) error {
+	return r.tx.restoreIPReleases(rec)
+}
+
 // TableIndex restores the index of the last write to a table.
 func (r *Restorer) TableIndex(table string, index uint64) error {
 	if err := r.tx.db.Insert(TableIndex, &tableIndex{table: table, index: index}); err != nil {

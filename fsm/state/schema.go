@@ -26,9 +26,13 @@ const (
 	// written to snapshots: the allocation ids of each node and each job.
 	tableNodeAllocs = "node_allocs"
 	tableJobAllocs  = "job_allocs"
-	// tableIPBlocks is derived too: which allocation addresses are held,
-	// one bitmap row per block of 256 addresses (see ipblocks.go).
+	// tableIPBlocks is one row per block of 256 allocation addresses: which
+	// are held (derived, rebuilt from the allocations) and when the free
+	// ones were last released (kept in snapshots; see ipblocks.go).
 	tableIPBlocks = "ip_blocks"
+	// tableIPSpans is derived from ip_blocks: which blocks of each span of
+	// 256 blocks have no never-used address left.
+	tableIPSpans = "ip_spans"
 )
 
 // Index names.
@@ -38,6 +42,7 @@ const (
 	indexAppliedAt = "applied_at"
 	indexType      = "type"
 	indexDraining  = "draining"
+	indexReleased  = "released"
 )
 
 // jobVersion wraps a job stored as one of its versions. The wrapper keeps
@@ -133,7 +138,14 @@ func schema() *memdb.DBSchema {
 		tableIPBlocks: {
 			Name: tableIPBlocks,
 			Indexes: map[string]*memdb.IndexSchema{
-				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*ipBlock]{get: func(b *ipBlock) string { return b.key }}},
+				indexID:       {Name: indexID, Unique: true, Indexer: stringIndex[*ipBlock]{get: func(b *ipBlock) string { return b.key }}},
+				indexReleased: {Name: indexReleased, Unique: true, AllowMissing: true, Indexer: releasedIndex{}},
+			},
+		},
+		tableIPSpans: {
+			Name: tableIPSpans,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*ipSpan]{get: func(sp *ipSpan) string { return sp.key }}},
 			},
 		},
 		tableJobAllocs: {

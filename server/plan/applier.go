@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,10 @@ type Config struct {
 	// SnapshotWait bounds the wait for the state to reach a plan's
 	// snapshot index; zero means DefaultSnapshotWait.
 	SnapshotWait time.Duration
+	// AllocCIDR is the allocation network (the schedulers'): a new
+	// placement whose address another allocation took since it was planned
+	// gets a free one from it. Invalid (zero), such a node is dropped.
+	AllocCIDR netip.Prefix
 }
 
 // ApplierStats counts what the applier did since it was made.
@@ -42,6 +47,9 @@ type ApplierStats struct {
 	PartiallyRejected uint64
 	// NodesRejected counts the nodes dropped from plans.
 	NodesRejected uint64
+	// AddressesReplaced counts placements that got another address than
+	// their plan asked for, taken meanwhile.
+	AddressesReplaced uint64
 }
 
 // Applier is the leader's plan applier: it takes plans from the queue one at
@@ -54,7 +62,7 @@ type Applier struct {
 	store *state.StateStore
 	raft  Committer
 
-	applied, partiallyRejected, nodesRejected atomic.Uint64
+	applied, partiallyRejected, nodesRejected, addressesReplaced atomic.Uint64
 
 	// verified, set by tests, is called after each plan is checked.
 	verified func(*droverv1.Plan)
@@ -81,6 +89,7 @@ func (a *Applier) Stats() ApplierStats {
 		Applied:           a.applied.Load(),
 		PartiallyRejected: a.partiallyRejected.Load(),
 		NodesRejected:     a.nodesRejected.Load(),
+		AddressesReplaced: a.addressesReplaced.Load(),
 	}
 }
 
@@ -154,7 +163,7 @@ func (a *Applier) apply(ctx context.Context, pl *pipeline, item *pending) {
 	if checkedAgainst != nil {
 		inflight = checkedAgainst.allocs
 	}
-	ver := verifyPlan(snap, p, inflight)
+	ver := verifyPlan(snap, p, inflight, a.cfg.AllocCIDR)
 	if a.verified != nil {
 		a.verified(p)
 	}
@@ -220,8 +229,13 @@ func (a *Applier) failure(ctx context.Context, p *droverv1.Plan, err error) erro
 	return fmt.Errorf("plan of eval %s: %w", p.GetEvalId(), err)
 }
 
-// record logs and counts the rejected nodes of a plan.
+// record logs and counts the rejected nodes of a plan and its replaced
+// addresses.
 func (a *Applier) record(p *droverv1.Plan, ver verification) {
+	if ver.replaced > 0 {
+		a.addressesReplaced.Add(uint64(ver.replaced))
+		a.cfg.Logger.Debug("plan addresses replaced", "eval_id", p.GetEvalId(), "count", ver.replaced)
+	}
 	if len(ver.rejected) == 0 {
 		return
 	}

@@ -256,7 +256,7 @@ type harness struct {
 // now is the injected clock: applied_at of every entry.
 const now = int64(1_000_000)
 
-func newHarness(t *testing.T, f *fixture, raft *fakeRaft, configure ...func(*Config)) *harness {
+func newHarness(t testing.TB, f *fixture, raft *fakeRaft, configure ...func(*Config)) *harness {
 	t.Helper()
 	raft.f = f
 	h := &harness{fixture: f, raft: raft, queue: NewQueue(), stopped: make(chan struct{}), verified: make(chan string, 16)}

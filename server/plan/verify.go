@@ -3,12 +3,15 @@ package plan
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 
 	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/scheduler/fit"
+	"github.com/droverhq/drover/scheduler/ippool"
 )
 
 // Reasons a node's part of a plan is rejected before its resources are
@@ -27,66 +30,88 @@ type rejection struct {
 }
 
 // verification is the outcome of checking one plan: the node plans that
-// may be committed, in plan order, and the nodes that may not.
+// may be committed, in plan order, and the nodes that may not. An accepted
+// node plan is the plan's own, or a copy whose placements got other
+// addresses.
 type verification struct {
 	accepted []*droverv1.NodePlan
 	rejected []rejection
+	// replaced counts the placements that got another address.
+	replaced int
 }
 
 // verifier checks the nodes of one plan against a snapshot, with the
 // allocations of the plan in flight and of the plan's nodes accepted so far
 // laid over it.
 type verifier struct {
+	plan     *droverv1.Plan
 	snap     *state.Snapshot
 	inflight *overlay
 	accepted *overlay
+	// pool is the allocation network replacement addresses come from.
+	pool netip.Prefix
+	// asked are the addresses the plan's allocations ask for: a
+	// replacement never takes one that a later node of the plan wants.
+	asked map[string]struct{}
+	// picker hands out replacement addresses; made on first need.
+	picker   *ippool.Picker
+	replaced int
 }
 
 // verifyPlan checks each node of p against snap and inflight (which may
 // be nil). Nodes are checked in plan order, and each accepted node's
-// allocations count against the nodes after it.
-func verifyPlan(snap *state.Snapshot, p *droverv1.Plan, inflight *overlay) verification {
-	v := &verifier{snap: snap, inflight: inflight, accepted: newOverlay()}
+// allocations count against the nodes after it. A new placement whose
+// address is no longer free gets another from pool (when valid).
+func verifyPlan(snap *state.Snapshot, p *droverv1.Plan, inflight *overlay, pool netip.Prefix) verification {
+	v := &verifier{plan: p, snap: snap, inflight: inflight, accepted: newOverlay(), pool: pool}
 	var out verification
 	for _, np := range p.GetNodePlans() {
-		if reason := v.nodePlan(np); reason != "" {
+		np, reason := v.nodePlan(np)
+		if reason != "" {
 			out.rejected = append(out.rejected, rejection{nodeID: np.GetNodeId(), reason: reason})
 			continue
 		}
 		v.accepted.add(np.GetAllocations())
 		out.accepted = append(out.accepted, np)
 	}
+	out.replaced = v.replaced
 	return out
 }
 
-// nodePlan returns "" if the node plan may be committed, else why not.
-func (v *verifier) nodePlan(np *droverv1.NodePlan) string {
+// nodePlan returns the node plan to commit and "", or the plan and why
+// it may not be committed.
+func (v *verifier) nodePlan(np *droverv1.NodePlan) (*droverv1.NodePlan, string) {
 	planned := np.GetAllocations()
 	if len(planned) == 0 {
 		// Stopping never needs capacity.
-		return ""
+		return np, ""
 	}
 	for _, a := range planned {
 		if a.GetNodeId() != np.GetNodeId() {
 			// It would be counted here but placed there.
-			return fmt.Sprintf("allocation %s is for node %s", a.GetId(), a.GetNodeId())
+			return np, fmt.Sprintf("allocation %s is for node %s", a.GetId(), a.GetNodeId())
 		}
 	}
 	node := v.snap.NodeByID(np.GetNodeId())
 	if node == nil {
-		return reasonNodeMissing
+		return np, reasonNodeMissing
 	}
 	existing, _ := v.snap.AllocsByNode(node.GetId())
 	count, reason := admit(node, planned, existing)
 	if reason != "" {
-		return reason
+		return np, reason
+	}
+	// Addresses first: the fit check counts the node's addresses too.
+	withAddrs, reason := v.assignAddresses(np)
+	if reason != "" {
+		return np, reason
 	}
 	if count {
-		if reason := v.fits(node, np, existing); reason != "" {
-			return reason
+		if reason := v.fits(node, withAddrs, existing); reason != "" {
+			return np, reason
 		}
 	}
-	return v.addressesFree(planned)
+	return withAddrs, ""
 }
 
 // admit applies the node's status and eligibility to the planned
@@ -184,38 +209,106 @@ func (v *verifier) fits(node *droverv1.Node, np *droverv1.NodePlan, existing []*
 	return ""
 }
 
-// addressesFree checks that no planned allocation takes an address that
+// assignAddresses checks that no planned allocation takes an address that
 // another allocation anywhere in the cluster holds: in the snapshot, in
 // the plan in flight, on a node of this plan accepted earlier, or on this
-// same node.
-func (v *verifier) addressesFree(planned []*droverv1.Allocation) string {
+// same node; nor one released again since the plan's snapshot. A new placement whose address is held gets the address the
+// scheduler would pick on this newest state (never-used, else released
+// longest ago) in a copy of the node plan; concurrent plans all want the
+// oldest released addresses, and this way the later one is not dropped for
+// it. Without a free address, or for an allocation that exists already,
+// the node is rejected.
+func (v *verifier) assignAddresses(np *droverv1.NodePlan) (*droverv1.NodePlan, string) {
+	planned := np.GetAllocations()
+	var out []*droverv1.Allocation
 	var here map[string]string
-	for _, a := range planned {
+	for i, a := range planned {
 		ip := a.GetResources().GetIp()
 		if ip == "" || !fit.Holds(a) {
 			continue
 		}
-		if holder, dup := here[ip]; dup && holder != a.GetId() {
-			return ipTaken(ip, holder)
+		if reason := v.ipTaken(a.GetId(), ip, here); reason != "" {
+			repl, ok := v.replacement(a)
+			if !ok {
+				return np, reason
+			}
+			if out == nil {
+				out = slices.Clone(planned)
+			}
+			a = a.CloneVT()
+			a.Resources.Ip = repl.String()
+			out[i], ip = a, a.GetResources().GetIp()
+			v.replaced++
 		}
 		if here == nil {
 			here = make(map[string]string, len(planned))
 		}
 		here[ip] = a.GetId()
-		if v.heldBySelf(a.GetId(), ip) {
-			continue
-		}
-		if holder := v.accepted.ipHolder(ip); holder != "" && holder != a.GetId() {
-			return ipTaken(ip, holder)
-		}
-		if holder := v.inflight.ipHolder(ip); holder != "" && holder != a.GetId() {
-			return ipTaken(ip, holder)
-		}
-		if v.snap.AllocIPHeld(ip) {
-			return fmt.Sprintf("%s %s already held by another allocation", fit.DimensionIP, ip)
-		}
+	}
+	if out == nil {
+		return np, ""
+	}
+	return &droverv1.NodePlan{NodeId: np.GetNodeId(), Allocations: out, Stops: np.GetStops()}, ""
+}
+
+// ipTaken returns why the allocation may not hold ip, or "" if it may.
+// here maps the addresses of the node plan's allocations before it to
+// their holders.
+func (v *verifier) ipTaken(id, ip string, here map[string]string) string {
+	if holder, dup := here[ip]; dup && holder != id {
+		return ipTaken(ip, holder)
+	}
+	if v.heldBySelf(id, ip) {
+		return ""
+	}
+	if holder := v.accepted.ipHolder(ip); holder != "" && holder != id {
+		return ipTaken(ip, holder)
+	}
+	if holder := v.inflight.ipHolder(ip); holder != "" && holder != id {
+		return ipTaken(ip, holder)
+	}
+	if v.snap.AllocIPHeld(ip) {
+		return fmt.Sprintf("%s %s already held by another allocation", fit.DimensionIP, ip)
+	}
+	if at := v.snap.IPReleasedAt(ip); at > v.plan.GetSnapshotIndex() {
+		// Held and released again since the scheduler saw it: it is now
+		// the most recently released, not the oldest it was picked as.
+		return fmt.Sprintf("%s %s released again at index %d, after the plan's snapshot", fit.DimensionIP, ip, at)
 	}
 	return ""
+}
+
+// replacement returns a free address for a new placement, the one the
+// scheduler would have picked on this state; ok is false for an
+// allocation that exists already (its address is not the applier's to
+// change) or when the network has no free address.
+func (v *verifier) replacement(a *droverv1.Allocation) (netip.Addr, bool) {
+	if !v.pool.IsValid() || v.accepted.alloc(a.GetId()) != nil || v.inflight.alloc(a.GetId()) != nil ||
+		v.snap.AllocByID(a.GetId()) != nil {
+		return netip.Addr{}, false
+	}
+	if v.picker == nil {
+		v.asked = make(map[string]struct{})
+		for _, np := range v.plan.GetNodePlans() {
+			for _, b := range np.GetAllocations() {
+				if ip := b.GetResources().GetIp(); ip != "" && fit.Holds(b) {
+					v.asked[ip] = struct{}{}
+				}
+			}
+		}
+		v.picker = ippool.New(v.pool, v.snap, v.unavailable, rand.Uint64N)
+	}
+	return v.picker.Pick()
+}
+
+// unavailable reports whether an address the snapshot counts as free is
+// held by an allocation laid over it or asked for by this plan.
+func (v *verifier) unavailable(addr netip.Addr) bool {
+	ip := addr.String()
+	if _, ok := v.asked[ip]; ok {
+		return true
+	}
+	return v.accepted.ipHolder(ip) != "" || v.inflight.ipHolder(ip) != ""
 }
 
 // heldBySelf reports whether the newest known version of the allocation

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -102,7 +103,9 @@ var verifyCases = []verifyCase{
 		f.report(other.GetId(), failed, held.GetId())
 		a := f.alloc(n, j, 100, 100)
 		a.Resources.Ip = held.GetResources().GetIp()
-		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{a})), nil, []string{""}
+		p := newPlan(ev, nodePlan(n, []*droverv1.Allocation{a}))
+		p.SnapshotIndex = f.st.Snapshot().Index() // made after the release
+		return p, nil, []string{""}
 	}},
 	{"address twice in the plan", func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
 		n1, n2 := f.node(ready), f.node(ready)
@@ -241,7 +244,7 @@ func TestVerifyPlan(t *testing.T) {
 				ov = newOverlay()
 				ov.add(inflight)
 			}
-			ver := verifyPlan(f.st.Snapshot(), p, ov)
+			ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{})
 			checkVerification(t, p, ver, want)
 		})
 	}

@@ -33,8 +33,13 @@ type SnapshotHeader struct {
 	// header rather than as a record because servers of 0.1.0 refuse unknown
 	// record types but skip unknown header fields: they restore the rest.
 	ClusterMetadata *ClusterMetadata `protobuf:"bytes,3,opt,name=cluster_metadata,json=clusterMetadata,proto3" json:"cluster_metadata,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The release history of allocation addresses (0.2.0): one entry per
+	// block with an address released and not held since. In the header for
+	// the same reason as the cluster metadata; left out when it would make
+	// the header exceed the 64 MiB a record may have.
+	IpReleases    []*IPBlockReleases `protobuf:"bytes,4,rep,name=ip_releases,json=ipReleases,proto3" json:"ip_releases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
@@ -84,6 +89,13 @@ func (x *SnapshotHeader) GetLastIndex() uint64 {
 func (x *SnapshotHeader) GetClusterMetadata() *ClusterMetadata {
 	if x != nil {
 		return x.ClusterMetadata
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetIpReleases() []*IPBlockReleases {
+	if x != nil {
+		return x.IpReleases
 	}
 	return nil
 }
@@ -142,20 +154,86 @@ func (x *TableIndex) GetIndex() uint64 {
 	return 0
 }
 
+// IPBlockReleases is, in a snapshot's header, one block of 256 allocation
+// addresses (an IPv4 /24, an IPv6 /120): when each of its free addresses was
+// last released. Which addresses are held is rebuilt from the allocations;
+// this is the history that outlives them (garbage collection removes
+// allocations, not the order their addresses were freed in).
+type IPBlockReleases struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The block's first address in 16-byte form (IPv4 mapped into IPv6).
+	Block []byte `protobuf:"bytes,1,opt,name=block,proto3" json:"block,omitempty"`
+	// released_index[i] is the raft index of the entry that released the
+	// block's address i; 0 for an address held or never used. Trailing zeros
+	// are left out.
+	ReleasedIndex []uint64 `protobuf:"varint,2,rep,packed,name=released_index,json=releasedIndex,proto3" json:"released_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IPBlockReleases) Reset() {
+	*x = IPBlockReleases{}
+	mi := &file_drover_v1_snapshot_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IPBlockReleases) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IPBlockReleases) ProtoMessage() {}
+
+func (x *IPBlockReleases) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_snapshot_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IPBlockReleases.ProtoReflect.Descriptor instead.
+func (*IPBlockReleases) Descriptor() ([]byte, []int) {
+	return file_drover_v1_snapshot_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IPBlockReleases) GetBlock() []byte {
+	if x != nil {
+		return x.Block
+	}
+	return nil
+}
+
+func (x *IPBlockReleases) GetReleasedIndex() []uint64 {
+	if x != nil {
+		return x.ReleasedIndex
+	}
+	return nil
+}
+
 var File_drover_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_drover_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	"\x18drover/v1/snapshot.proto\x12\tdrover.v1\x1a\x16drover/v1/server.proto\"\x9d\x01\n" +
+	"\x18drover/v1/snapshot.proto\x12\tdrover.v1\x1a\x16drover/v1/server.proto\"\xda\x01\n" +
 	"\x0eSnapshotHeader\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x02 \x01(\x04R\tlastIndex\x12E\n" +
-	"\x10cluster_metadata\x18\x03 \x01(\v2\x1a.drover.v1.ClusterMetadataR\x0fclusterMetadata\"8\n" +
+	"\x10cluster_metadata\x18\x03 \x01(\v2\x1a.drover.v1.ClusterMetadataR\x0fclusterMetadata\x12;\n" +
+	"\vip_releases\x18\x04 \x03(\v2\x1a.drover.v1.IPBlockReleasesR\n" +
+	"ipReleases\"8\n" +
 	"\n" +
 	"TableIndex\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05indexB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\x05index\x18\x02 \x01(\x04R\x05index\"N\n" +
+	"\x0fIPBlockReleases\x12\x14\n" +
+	"\x05block\x18\x01 \x01(\fR\x05block\x12%\n" +
+	"\x0ereleased_index\x18\x02 \x03(\x04R\rreleasedIndexB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_snapshot_proto_rawDescOnce sync.Once
@@ -169,19 +247,21 @@ func file_drover_v1_snapshot_proto_rawDescGZIP() []byte {
 	return file_drover_v1_snapshot_proto_rawDescData
 }
 
-var file_drover_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_drover_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_drover_v1_snapshot_proto_goTypes = []any{
 	(*SnapshotHeader)(nil),  // 0: drover.v1.SnapshotHeader
 	(*TableIndex)(nil),      // 1: drover.v1.TableIndex
-	(*ClusterMetadata)(nil), // 2: drover.v1.ClusterMetadata
+	(*IPBlockReleases)(nil), // 2: drover.v1.IPBlockReleases
+	(*ClusterMetadata)(nil), // 3: drover.v1.ClusterMetadata
 }
 var file_drover_v1_snapshot_proto_depIdxs = []int32{
-	2, // 0: drover.v1.SnapshotHeader.cluster_metadata:type_name -> drover.v1.ClusterMetadata
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3, // 0: drover.v1.SnapshotHeader.cluster_metadata:type_name -> drover.v1.ClusterMetadata
+	2, // 1: drover.v1.SnapshotHeader.ip_releases:type_name -> drover.v1.IPBlockReleases
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_snapshot_proto_init() }
@@ -196,7 +276,7 @@ func file_drover_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_snapshot_proto_rawDesc), len(file_drover_v1_snapshot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

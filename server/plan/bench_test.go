@@ -1,0 +1,115 @@
+package plan
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"testing"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/scheduler"
+)
+
+// BenchmarkConcurrentPlans has four schedulers each place a job of 100
+// allocations at the same time, on one state and one allocation network,
+// their plans going through the applier (commits are applied to the store
+// at once; no raft). It reports how many node plans the applier dropped
+// (each costs its scheduler a refresh and a new plan), how many addresses
+// it replaced, and how many plans it applied (4 when none was retried).
+// "fresh" draws from a /16 never used; "reused" from a /22 whose 1,022
+// addresses have all been used and released in random order.
+//
+//	go test -run '^$' -bench ConcurrentPlans -benchtime 20x -count 5 ./server/plan/
+func BenchmarkConcurrentPlans(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		network string
+		reused  bool
+	}{{"fresh", "10.30.0.0/16", false}, {"reused", "10.30.0.0/22", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			pool := netip.MustParsePrefix(tc.network)
+			var rejected, replaced, applied uint64
+			for b.Loop() {
+				b.StopTimer()
+				h, evals := concurrentPlansSetup(b, pool, tc.reused)
+				b.StartTimer()
+				runSchedulers(b, h, pool, evals)
+				b.StopTimer()
+				st := h.applier.Stats()
+				rejected += st.NodesRejected
+				replaced += st.AddressesReplaced
+				applied += st.Applied
+				h.stop()
+				b.StartTimer()
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(rejected)/n, "rejected-nodes/op")
+			b.ReportMetric(float64(replaced)/n, "replaced/op")
+			b.ReportMetric(float64(applied)/n, "plans/op")
+		})
+	}
+}
+
+// concurrentPlansSetup makes a store with 20 large ready nodes, the pool's
+// release history if reused, and four jobs of 100 with pending
+// evaluations, and an applier over it.
+func concurrentPlansSetup(b *testing.B, pool netip.Prefix, reused bool) (*harness, []*droverv1.Evaluation) {
+	f := newFixture(b)
+	h := newHarness(b, f, &fakeRaft{}, func(c *Config) { c.AllocCIDR = pool })
+	var nodes []*droverv1.Node
+	for range 20 {
+		nodes = append(nodes, f.node(ready, func(n *droverv1.Node) {
+			n.Resources = &droverv1.NodeResources{CpuMhz: 1_000_000, MemoryMb: 1_000_000, DiskMb: 1_000_000}
+		}))
+	}
+	if reused {
+		filler, _ := f.job()
+		var ips []string
+		for a := pool.Addr().Next(); pool.Contains(a.Next()); a = a.Next() {
+			ips = append(ips, a.String())
+		}
+		allocs := f.fill(nodes[0], filler, ips...)
+		rand.Shuffle(len(allocs), func(i, j int) { allocs[i], allocs[j] = allocs[j], allocs[i] })
+		for i := 0; i < len(allocs); i += 50 {
+			ids := make([]string, 0, 50)
+			for _, a := range allocs[i:min(i+50, len(allocs))] {
+				ids = append(ids, a.GetId())
+			}
+			f.report(nodes[0].GetId(), droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, ids...)
+		}
+	}
+	var evals []*droverv1.Evaluation
+	for range 4 {
+		evals = append(evals, f.register(smallJob(100)))
+	}
+	return h, evals
+}
+
+// runSchedulers runs one scheduler per evaluation at once on the newest
+// state; each submits its plan once all have built theirs.
+func runSchedulers(b *testing.B, h *harness, pool netip.Prefix, evals []*droverv1.Evaluation) {
+	snap := h.st.Snapshot()
+	var start, done sync.WaitGroup
+	start.Add(len(evals))
+	errs := make([]error, len(evals))
+	for i, ev := range evals {
+		s, err := scheduler.New(ev.GetType(), snap, &schedPlanner{h: h, start: &start}, scheduler.Config{AllocCIDR: pool})
+		if err != nil {
+			b.Fatal(err)
+		}
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			errs[i] = s.Process(ctx, ev)
+		}()
+	}
+	done.Wait()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
