@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -89,6 +90,24 @@ type checkedStore struct {
 	// checkedFrom is the first index from which every entry must carry a
 	// checksum; entries below it were written before checksums existed.
 	checkedFrom uint64
+	// snapshot is the newest snapshot raft restored, took or installed.
+	snapshot atomic.Pointer[snapshotMark]
+}
+
+// snapshotMark is a snapshot's last index and term.
+type snapshotMark struct{ index, term uint64 }
+
+// noteSnapshot records a snapshot raft restored, took or installed.
+func (s *checkedStore) noteSnapshot(index, term uint64) {
+	for {
+		old := s.snapshot.Load()
+		if old != nil && old.index >= index {
+			return
+		}
+		if s.snapshot.CompareAndSwap(old, &snapshotMark{index: index, term: term}) {
+			return
+		}
+	}
 }
 
 var (
@@ -134,9 +153,33 @@ func (s *checkedStore) LastIndex() (uint64, error) { return s.bolt.LastIndex() }
 // GetLog reads and verifies the entry at index. An entry that fails its
 // checksum, decodes to another index, or lacks a checksum where every
 // entry has one is a *DamageError: raft stops rather than apply it.
+//
+// A follower that installed a snapshot from the leader keeps the entries it
+// already had after it, but not the snapshot's last entry, and hashicorp/raft
+// looks for that entry when the leader's next AppendEntries starts right
+// after the snapshot: not finding it, the follower refuses, the leader
+// backs off to a snapshot again, and the follower never catches up (raft
+// issue 205; it takes only a retried AppendEntries at the wrong moment). So
+// for the last index of the newest snapshot, when the log holds neither it
+// nor the entry before it, GetLog answers a no-op entry in the snapshot's
+// term: what raft itself assumes of a snapshot's last entry when it sends
+// (replication.go, setPreviousLog). Entry terms at a committed index never
+// differ, and without the entry before it no leader replicates from it.
 func (s *checkedStore) GetLog(index uint64, l *raft.Log) error {
 	_, err := s.getLog(index, l)
+	if errors.Is(err, raft.ErrLogNotFound) {
+		if mark := s.snapshot.Load(); mark != nil && mark.index == index && !s.has(index-1) {
+			*l = raft.Log{Index: index, Term: mark.term, Type: raft.LogNoop}
+			return nil
+		}
+	}
 	return err
+}
+
+// has reports whether the log holds the entry at index.
+func (s *checkedStore) has(index uint64) bool {
+	var l raft.Log
+	return index > 0 && !errors.Is(s.bolt.GetLog(index, &l), raft.ErrLogNotFound)
 }
 
 // getLog is GetLog, also saying whether the entry carried a checksum.

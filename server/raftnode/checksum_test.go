@@ -315,3 +315,37 @@ func TestVerifyLogAcceptsGapsBelowTheSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// TestGetLogAnswersForTheSnapshotsLastEntry: after a snapshot installed
+// from the leader, a follower's log may hold entries after the snapshot but
+// not its last entry; raft checks that entry's term when the leader sends
+// from right after the snapshot, so the store answers it with the
+// snapshot's term, and only where no leader could replicate from it.
+func TestGetLogAnswersForTheSnapshotsLastEntry(t *testing.T) {
+	s, _ := openChecked(t, filepath.Join(t.TempDir(), "raft.db"))
+	if err := s.StoreLogs(append(entries(1, 4), entries(11, 12)...)); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := s.GetLog(10, &l); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("GetLog(10) before any snapshot = %+v, %v; want ErrLogNotFound", l, err)
+	}
+	s.noteSnapshot(10, 7)
+	s.noteSnapshot(8, 6) // older: ignored
+	if err := s.GetLog(10, &l); err != nil || l.Index != 10 || l.Term != 7 || l.Type != raft.LogNoop {
+		t.Fatalf("GetLog(10) after the snapshot = %+v, %v; want a no-op in term 7", l, err)
+	}
+	for _, index := range []uint64{5, 9, 13} {
+		if err := s.GetLog(index, &l); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Errorf("GetLog(%d) = %+v, %v; want ErrLogNotFound", index, l, err)
+		}
+	}
+	// With the entry before it present, a leader could replicate from the
+	// snapshot's last entry: no stand-in then.
+	if err := s.StoreLogs(entries(9, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GetLog(10, &l); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("GetLog(10) with entry 9 present = %+v, %v; want ErrLogNotFound", l, err)
+	}
+}

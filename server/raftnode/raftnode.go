@@ -186,7 +186,11 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: open snapshot store in %s: %w", cfg.ServerID, dir, err)
 	}
-	snaps := &guardedSnapshots{SnapshotStore: files, dir: filepath.Join(dir, snapshotsDir), guard: guard, verified: restorable}
+	if restorable != nil {
+		checked.noteSnapshot(restorable.Index, restorable.Term)
+	}
+	snaps := &guardedSnapshots{SnapshotStore: files, dir: filepath.Join(dir, snapshotsDir), guard: guard,
+		completed: checked.noteSnapshot, verified: restorable}
 
 	trans, err := newTransport(addrs, cfg.TLS, logger.Named("net"))
 	if err != nil {

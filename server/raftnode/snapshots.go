@@ -38,6 +38,9 @@ type guardedSnapshots struct {
 	raft.SnapshotStore
 	dir   string // the snapshots directory
 	guard *spaceGuard
+	// completed is told of every snapshot written in full (taken, or
+	// installed from the leader).
+	completed func(index, term uint64)
 
 	mu sync.Mutex
 	// verified is the snapshot the start-up checks read in full; raft's
@@ -92,15 +95,17 @@ func (s *guardedSnapshots) Create(version raft.SnapshotVersion, index, term uint
 	if err != nil {
 		return nil, s.guard.failed(err)
 	}
-	return &guardedSink{SnapshotSink: sink, dir: s.dir, guard: s.guard}, nil
+	return &guardedSink{SnapshotSink: sink, dir: s.dir, guard: s.guard, index: index, term: term, completed: s.completed}, nil
 }
 
 // guardedSink watches the free space while a snapshot is written.
 type guardedSink struct {
 	raft.SnapshotSink
-	dir       string
-	guard     *spaceGuard
-	unchecked int // bytes written since the last look at the free space
+	dir         string
+	guard       *spaceGuard
+	index, term uint64
+	completed   func(index, term uint64)
+	unchecked   int // bytes written since the last look at the free space
 }
 
 func (s *guardedSink) Write(p []byte) (int, error) {
@@ -120,6 +125,9 @@ func (s *guardedSink) Close() error {
 	if err := s.SnapshotSink.Close(); err != nil {
 		s.removeTemp()
 		return s.guard.failed(err)
+	}
+	if s.completed != nil {
+		s.completed(s.index, s.term)
 	}
 	return nil
 }
