@@ -48,10 +48,15 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 	if timeout <= 0 {
 		return 0, nil, fmt.Errorf("apply %s: %w", msgType, context.DeadlineExceeded)
 	}
+	// Refused here rather than by the log store, which would make raft step
+	// down (storage.go hands leadership over instead).
+	if err := s.storageError(); err != nil {
+		return 0, nil, fmt.Errorf("apply %s: %w", msgType, err)
+	}
 	start := time.Now()
 	future := s.raft.Raft().Apply(data, timeout)
 	if err := future.Error(); err != nil {
-		return 0, nil, applyError(msgType, err)
+		return 0, nil, s.applyError(msgType, err)
 	}
 	s.instr.observeApply(msgType, len(data), time.Since(start))
 	resp := future.Response()
@@ -87,13 +92,18 @@ func (s *Server) checkPortable(msgType droverv1.MessageType, entry rpc.Entry, en
 	return fmt.Errorf("apply %s: the encoded entry is not well-formed protobuf", msgType)
 }
 
-// applyError marks raft's failures that a caller may retry.
-func applyError(msgType droverv1.MessageType, err error) error {
+// applyError marks raft's failures that a caller may retry. An error that
+// is none of raft's own comes from the log store; raft's cache flattens it
+// to text, so a full data dir is recognised by asking the store.
+func (s *Server) applyError(msgType droverv1.MessageType, err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
 		return fmt.Errorf("apply %s: %w: %v", msgType, rpc.ErrUnavailable, err)
+	}
+	if full := s.storageError(); full != nil {
+		return fmt.Errorf("apply %s: %w", msgType, full)
 	}
 	return fmt.Errorf("apply %s: %w", msgType, err)
 }

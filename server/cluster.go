@@ -52,6 +52,9 @@ func (s *Server) Info() *droverv1.ServerInfoResponse {
 	if !hasState {
 		info.Forming = s.forming.list()
 	}
+	if err := s.raft.StorageError(); err != nil {
+		info.StorageError = err.Error()
+	}
 	if term, err := strconv.ParseUint(r.Stats()["last_log_term"], 10, 64); err == nil {
 		info.LastTerm = term
 	}

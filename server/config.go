@@ -30,6 +30,21 @@ type Config struct {
 	// Dev runs a throwaway single server: data in a temporary directory
 	// removed on shutdown, bootstrapped at once.
 	Dev bool
+	// DataDirReserve is the free space, in bytes, kept on the data dir's
+	// file system (64 MiB): below it the server refuses writes (UNAVAILABLE
+	// naming the server and data dir), stops appending to its raft log and
+	// taking snapshots, and a leader hands leadership to a server with
+	// space, so that raft can still record terms and votes. Service resumes
+	// by itself once space is freed. 0 refuses writes only after one
+	// failed for lack of space.
+	DataDirReserve uint64
+	// RebuildFromPeers makes a server whose data dir fails its start-up
+	// checks set its state aside (renamed, kept), leave the raft
+	// configuration and join again as a new, empty member with the same id,
+	// which the leader brings up to date, instead of refusing to start. It
+	// needs Join and a cluster with a leader that keeps its quorum without
+	// this server. With an intact data dir it does nothing.
+	RebuildFromPeers bool
 	// Bootstrap makes a server with no raft state bootstrap a cluster of
 	// just itself. A server with state never bootstraps again.
 	Bootstrap bool
@@ -145,6 +160,10 @@ type GCConfig struct {
 	BatchSize int
 }
 
+// DefaultDataDirReserve is the free space kept on the data dir's file
+// system unless configured.
+const DefaultDataDirReserve = 64 << 20
+
 // MaxRaftMultiplier bounds RaftMultiplier: at 10 a failover already takes
 // tens of seconds.
 const MaxRaftMultiplier = 10
@@ -195,6 +214,7 @@ func DefaultConfig() Config {
 		LeaderHoldTimeout:        5 * time.Second,
 		RaftMultiplier:           1,
 		Limits:                   rpc.DefaultLimits(),
+		DataDirReserve:           DefaultDataDirReserve,
 		Autopilot: AutopilotConfig{
 			CleanupDeadServers:      true,
 			DeadServerAfter:         autopilot.DefaultDeadServerAfter,

@@ -18,7 +18,7 @@ import (
 const peerCallTimeout = 2 * time.Second
 
 // peers holds one gRPC connection per other server, for the calls servers
-// make to each other (Info and Join).
+// make to each other (Info and Join, and a rebuild's look at the cluster).
 type peers struct {
 	// creds secure the connections; with TLS they present this server's
 	// certificate.
@@ -35,6 +35,24 @@ func newPeers(creds credentials.TransportCredentials) *peers {
 
 // cluster returns a ClusterService client for the server at addr.
 func (p *peers) cluster(addr string) (droverv1.ClusterServiceClient, error) {
+	conn, err := p.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return droverv1.NewClusterServiceClient(conn), nil
+}
+
+// operator returns an OperatorService client for the server at addr.
+func (p *peers) operator(addr string) (droverv1.OperatorServiceClient, error) {
+	conn, err := p.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return droverv1.NewOperatorServiceClient(conn), nil
+}
+
+// conn returns the pooled connection to the server at addr.
+func (p *peers) conn(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -51,7 +69,7 @@ func (p *peers) cluster(addr string) (droverv1.ClusterServiceClient, error) {
 		}
 		p.conns[addr] = conn
 	}
-	return droverv1.NewClusterServiceClient(conn), nil
+	return conn, nil
 }
 
 // info asks the server at addr to describe itself.

@@ -10,13 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -115,7 +112,15 @@ func New(cfg Config) (s *Server, err error) {
 		dir := s.dataDir
 		cleanups = append(cleanups, func() { _ = os.RemoveAll(dir) })
 	}
-	if s.id, err = serverID(s.dataDir, cfg.ServerID); err != nil {
+	// A rebuilt server joins the cluster it left; it must never bootstrap
+	// one of its own.
+	rebuilt := false
+	s.id, err = serverID(s.dataDir, cfg.ServerID)
+	if errors.Is(err, raftnode.ErrDamaged) && cfg.RebuildFromPeers {
+		s.id, err = s.rebuildFromPeers(err, "")
+		rebuilt = err == nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	s.logger = logger.With("server", s.id)
@@ -145,20 +150,31 @@ func New(cfg Config) (s *Server, err error) {
 	if raftAdvertise == "" && cfg.AdvertiseHost != "" {
 		raftAdvertise = net.JoinHostPort(cfg.AdvertiseHost, "0")
 	}
-	s.raft, err = raftnode.New(raftnode.Config{
+	raftCfg := raftnode.Config{
 		ServerID:          s.id,
 		DataDir:           s.dataDir,
 		BindAddr:          cfg.RaftAddr,
 		AdvertiseAddr:     raftAdvertise,
 		FSM:               s.fsm,
 		Logger:            s.logger,
-		Bootstrap:         cfg.Bootstrap || cfg.Dev,
+		Bootstrap:         (cfg.Bootstrap || cfg.Dev) && !rebuilt,
 		SnapshotThreshold: cfg.SnapshotThreshold,
 		SnapshotInterval:  cfg.SnapshotInterval,
 		TrailingLogs:      cfg.TrailingLogs,
 		TimingMultiplier:  cfg.RaftMultiplier,
 		TLS:               s.security.raft,
-	})
+		MinFreeSpace:      cfg.DataDirReserve,
+	}
+	s.raft, err = raftnode.New(raftCfg)
+	switch {
+	case errors.Is(err, raftnode.ErrDamaged) && cfg.RebuildFromPeers:
+		if _, err = s.rebuildFromPeers(err, s.id); err == nil {
+			raftCfg.Bootstrap = false
+			s.raft, err = raftnode.New(raftCfg)
+		}
+	case errors.Is(err, raftnode.ErrDamaged):
+		err = fmt.Errorf("%w; refusing to serve from it: restore the data dir from a backup, or start with -rebuild-from-peers to rebuild this server from the rest of the cluster (the damaged state is kept, renamed)", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -273,49 +289,6 @@ func (s *Server) RPCAddr() string { return s.rpcAddr }
 
 // RaftAddr is the advertised raft address.
 func (s *Server) RaftAddr() string { return string(s.raft.Addr()) }
-
-// openDataDir returns the data dir, creating it (or a temporary one in dev
-// mode) with owner-only permissions.
-func openDataDir(cfg Config) (string, error) {
-	if cfg.Dev && cfg.DataDir == "" {
-		dir, err := os.MkdirTemp("", "drover-dev-")
-		if err != nil {
-			return "", fmt.Errorf("create dev data dir: %w", err)
-		}
-		return dir, nil
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return "", fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
-	}
-	return cfg.DataDir, nil
-}
-
-// serverID returns the id stored in the data dir, storing want (or a new
-// random id) there on first start. A data dir belongs to one server: asking
-// for another id is an error rather than a second raft identity on the
-// same log.
-func serverID(dataDir, want string) (string, error) {
-	path := filepath.Join(dataDir, "server-id")
-	data, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		stored := strings.TrimSpace(string(data))
-		if want != "" && want != stored {
-			return "", fmt.Errorf("data dir %s belongs to server %q, not %q", dataDir, stored, want)
-		}
-		return stored, nil
-	case !errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("read server id: %w", err)
-	}
-	id := want
-	if id == "" {
-		id = uuid.NewString()
-	}
-	if err := writeFileAtomic(path, []byte(id+"\n")); err != nil {
-		return "", fmt.Errorf("store server id: %w", err)
-	}
-	return id, nil
-}
 
 // advertised replaces the host of a bound address with the advertise host.
 func advertised(bound, host string) string {

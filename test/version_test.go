@@ -8,16 +8,15 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/server/raftnode"
 	"github.com/droverhq/drover/test/cluster"
 )
 
@@ -272,7 +271,9 @@ func TestServerExitsOnUnknownEntry(t *testing.T) {
 // must be stopped (bolt locks its file).
 func appendRaftEntry(t *testing.T, dataDir string, data []byte) uint64 {
 	t.Helper()
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft", "raft.db")})
+	// Through raftnode, so that the entry carries its checksum as one a
+	// newer release wrote would.
+	store, err := raftnode.OpenLog(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

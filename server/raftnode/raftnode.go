@@ -78,6 +78,11 @@ type Config struct {
 	TimingMultiplier int
 	// TLS, if set, runs the transport over mutual TLS; nil is plaintext TCP.
 	TLS *TLS
+	// MinFreeSpace is the free-space reserve of the data dir's file system
+	// in bytes: below it, log appends and snapshots are refused
+	// (ErrDataDirFull) so that raft can still record terms and votes. 0
+	// refuses them only after a write failed for lack of space.
+	MinFreeSpace uint64
 }
 
 // Node is one server's raft instance together with the stores and transport
@@ -87,6 +92,7 @@ type Node struct {
 	raft   *raft.Raft
 	trans  *raft.NetworkTransport
 	store  *raftboltdb.BoltStore
+	guard  *spaceGuard
 	logs   raft.LogStore // store behind the cache of recent entries
 	dbPath string
 	notify chan bool
@@ -109,6 +115,10 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raftnode %s: FSM is required", cfg.ServerID)
 	case cfg.TLS != nil && (cfg.TLS.Listen == nil || cfg.TLS.Dial == nil):
 		return nil, fmt.Errorf("raftnode %s: TLS needs both a listen and a dial configuration", cfg.ServerID)
+	}
+	slogger := cfg.Logger
+	if slogger == nil {
+		slogger = slog.Default()
 	}
 	logger := NewHCLogger(cfg.Logger, "raft")
 	notify := make(chan bool, notifyBuffer)
@@ -138,7 +148,10 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	dbPath := filepath.Join(dir, "raft.db")
+	dbPath := filepath.Join(dir, raftDBName)
+	if err := verifyBoltFile(dbPath); err != nil {
+		return nil, fmt.Errorf("raftnode %s: %w", cfg.ServerID, err)
+	}
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path: dbPath,
 		BoltOptions: &bbolt.Options{
@@ -148,19 +161,36 @@ func New(cfg Config) (*Node, error) {
 		NoSync: false, // every StoreLogs batch is fsynced: raft's durability depends on it
 	})
 	if err != nil {
-		return nil, fmt.Errorf("raftnode %s: open bolt store %s (is another server using this data dir?): %w", cfg.ServerID, dbPath, err)
+		return nil, fmt.Errorf("raftnode %s: open bolt store %s: %w", cfg.ServerID, dbPath, err)
 	}
 	cleanups = append(cleanups, store.Close)
 
-	logs, err := raft.NewLogCache(logCacheSize, store)
+	storeLogger := slogger.With("component", "raft.store")
+	guard := newSpaceGuard(cfg.DataDir, cfg.MinFreeSpace, storeLogger)
+	checked, err := newCheckedStore(store, dbPath, guard, storeLogger)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode %s: %w", cfg.ServerID, err)
+	}
+	// Everything raft reads at start is verified first: raft itself panics
+	// on an unreadable entry, and would apply a damaged one.
+	restorable, err := verifyState(checked, dir, cfg.ServerID, storeLogger)
+	if err != nil {
+		return nil, fmt.Errorf("raftnode %s: %w", cfg.ServerID, err)
+	}
+	logs, err := raft.NewLogCache(logCacheSize, checked)
 	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: log cache: %w", cfg.ServerID, err)
 	}
 	// The file snapshot store appends "snapshots" to the directory itself.
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, logger.Named("snapshot"))
+	files, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, logger.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: open snapshot store in %s: %w", cfg.ServerID, dir, err)
 	}
+	if restorable != nil {
+		checked.noteSnapshot(restorable.Index, restorable.Term)
+	}
+	snaps := &guardedSnapshots{SnapshotStore: files, dir: filepath.Join(dir, snapshotsDir), guard: guard,
+		completed: checked.noteSnapshot, verified: restorable}
 
 	trans, err := newTransport(addrs, cfg.TLS, logger.Named("net"))
 	if err != nil {
@@ -169,7 +199,7 @@ func New(cfg Config) (*Node, error) {
 	cleanups = append(cleanups, trans.Close)
 	addr := trans.LocalAddr()
 
-	hasState, err := raft.HasExistingState(logs, store, snaps)
+	hasState, err := raft.HasExistingState(logs, checked, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: check existing raft state in %s: %w", cfg.ServerID, dir, err)
 	}
@@ -179,7 +209,7 @@ func New(cfg Config) (*Node, error) {
 			ID:       rc.LocalID,
 			Address:  addr,
 		}}}
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, checked, snaps, trans, conf); err != nil {
 			return nil, fmt.Errorf("raftnode %s: bootstrap at %s: %w", cfg.ServerID, addr, err)
 		}
 	}
@@ -188,7 +218,7 @@ func New(cfg Config) (*Node, error) {
 	// entries after it are re-applied only once they are known committed
 	// again (commit index is not persisted): for a lone server, after it wins
 	// the election and commits its first entry of the new term.
-	r, err := raft.NewRaft(rc, cfg.FSM, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, checked, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: start raft in %s: %w", cfg.ServerID, dir, err)
 	}
@@ -198,6 +228,7 @@ func New(cfg Config) (*Node, error) {
 		raft:   r,
 		trans:  trans,
 		store:  store,
+		guard:  guard,
 		logs:   logs,
 		dbPath: dbPath,
 		notify: notify,
@@ -345,6 +376,12 @@ func (t *tcpStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 }
 
 func (t *tcpStreamLayer) Addr() net.Addr { return t.advertise }
+
+// StorageError reports why this server cannot write to its data dir now:
+// an error wrapping ErrDataDirFull (a *SpaceError) while the file system is
+// below the free-space reserve or a write just failed for lack of space;
+// nil when it can write.
+func (n *Node) StorageError() error { return n.guard.check() }
 
 // Raft returns the raft instance.
 func (n *Node) Raft() *raft.Raft { return n.raft }

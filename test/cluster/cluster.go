@@ -69,6 +69,9 @@ type options struct {
 	serverBins map[int]string
 	tls        bool
 	netns      bool
+	// tmpfs are the sizes of tmpfs data dirs by server number; 0 is every
+	// server (TmpfsDataDir).
+	tmpfs map[int]int64
 	// dial is added to the harness's own connections (TLS credentials).
 	dial []grpc.DialOption
 }
@@ -153,6 +156,7 @@ type Cluster struct {
 	servers []*Server
 	closers []func() error
 	crashes []string
+	mounts  []string // data dirs with a tmpfs of the harness mounted
 
 	// netMu orders changes of the cuts, which it guards.
 	netMu sync.Mutex
@@ -288,6 +292,9 @@ func (c *Cluster) newServer(i int, o options) *Server {
 	if o.mode != modeDev {
 		s.dataDir = filepath.Join(c.dir, name)
 		s.args = append(s.args, "-data-dir", s.dataDir)
+		if size := o.tmpfsSize(i); size > 0 {
+			c.mountDataDir(s, size)
+		}
 	}
 	if !o.noServerID {
 		s.args = append(s.args, "-server-id", s.id)
@@ -415,6 +422,7 @@ func (c *Cluster) cleanup() {
 	}
 	// After the connections: nothing dials the servers' addresses any more.
 	c.closeNetwork()
+	c.unmountAll()
 	c.mu.Lock()
 	crashes := c.crashes
 	c.mu.Unlock()

@@ -44,6 +44,7 @@ type Server struct {
 	logFile  string
 	args     []string
 	conn     *grpc.ClientConn
+	mounted  bool // the data dir is a tmpfs of the harness (TmpfsDataDir)
 
 	mu       sync.Mutex
 	id       string // the raft id; learned from the info file with ServerIDFromDataDir
@@ -189,9 +190,16 @@ func (s *Server) StopWith(sig syscall.Signal) {
 	select {
 	case <-done:
 	case <-time.After(StopTimeout):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-		t.Fatalf("%s did not exit within %s of %s; killed it\n%s", s, StopTimeout, sig, s.tail(logTailLines))
+		// SIGQUIT makes the Go runtime write every goroutine's stack into
+		// the log, which shows where the shutdown hangs.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(killTimeout):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+		}
+		t.Fatalf("%s did not exit within %s of %s; sent SIGQUIT for a stack dump (in %s)\n%s", s, StopTimeout, sig, s.logFile, s.tail(logTailLines))
 	}
 	s.mu.Lock()
 	err := s.exitErr
@@ -273,6 +281,82 @@ func (s *Server) Restart() {
 	t.Logf("cluster: restarted %s", s)
 }
 
+// RestartWith is Restart with extra flags for this run only, after the
+// server's own (e.g. -rebuild-from-peers).
+func (s *Server) RestartWith(args ...string) {
+	t := s.c.t
+	t.Helper()
+	if s.Running() {
+		s.Stop()
+	}
+	s.startRun(false, args...)
+	s.waitStarted()
+	t.Logf("cluster: restarted %s with %s", s, strings.Join(args, " "))
+}
+
+// StartRefused starts a server that is not running, with extra flags for
+// this run only, and expects it to refuse to start: to exit without ever
+// serving. It fails the test if the process writes its info file or has not
+// exited within StartTimeout. It returns the exit error (an
+// *exec.ExitError for a non-zero status) and everything the run wrote to
+// its log.
+func (s *Server) StartRefused(args ...string) (exitErr error, output string) {
+	t := s.c.t
+	t.Helper()
+	if s.Running() {
+		t.Fatalf("start %s: already running", s)
+	}
+	s.startRun(true, args...)
+	s.mu.Lock()
+	done, cmd := s.done, s.cmd
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(StartTimeout):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+		t.Fatalf("%s was expected to refuse to start but still ran after %s\n%s", s, StartTimeout, s.tail(logTailLines))
+	}
+	if _, err := os.Stat(s.infoFile); err == nil {
+		t.Fatalf("%s was expected to refuse to start but served (it wrote its info file)\n%s", s, s.tail(logTailLines))
+	}
+	s.mu.Lock()
+	exitErr = s.exitErr
+	s.mu.Unlock()
+	t.Logf("cluster: %s refused to start: %v", s, exitErr)
+	return exitErr, s.RunOutput()
+}
+
+// RunOutput returns everything the current (or last) run of the server
+// wrote to its log file.
+func (s *Server) RunOutput() string {
+	s.mu.Lock()
+	offset := s.runStart
+	s.mu.Unlock()
+	data, err := os.ReadFile(s.logFile)
+	if err != nil || int64(len(data)) < offset {
+		return ""
+	}
+	return string(data[offset:])
+}
+
+// removeAll removes dir, or only what is in it when it is a mount point.
+func removeAll(dir string, mountPoint bool) error {
+	if !mountPoint {
+		return os.RemoveAll(dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Wipe removes the data dir of a server that is not running, so that its
 // next start is that of a new server with the same id and addresses.
 func (s *Server) Wipe() {
@@ -284,7 +368,7 @@ func (s *Server) Wipe() {
 	if s.dataDir == "" {
 		t.Fatalf("wipe %s: dev servers have no data dir of the harness's", s)
 	}
-	if err := os.RemoveAll(s.dataDir); err != nil {
+	if err := removeAll(s.dataDir, s.mounted); err != nil {
 		t.Fatalf("wipe %s: %v", s, err)
 	}
 	t.Logf("cluster: wiped the data dir of %s", s)
@@ -330,7 +414,9 @@ func (s *Server) start() { s.startRun(false) }
 
 // startRun starts the process. expectExit says that the process is to
 // exit by itself: its exit is then no crash.
-func (s *Server) startRun(expectExit bool) {
+//
+// extra are flags for this run only, after the server's own.
+func (s *Server) startRun(expectExit bool, extra ...string) {
 	t := s.c.t
 	t.Helper()
 	if err := os.Remove(s.infoFile); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -343,7 +429,7 @@ func (s *Server) startRun(expectExit bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runs++
-	line := s.commandLine()
+	line := append(s.commandLine(), extra...)
 	if _, err := fmt.Fprintf(out, "--- harness: run %d of %s at %s: %s\n", s.runs, s.name,
 		time.Now().Format(time.RFC3339Nano), strings.Join(line, " ")); err != nil {
 		_ = out.Close()

@@ -82,7 +82,11 @@ type ServerInfoResponse struct {
 	Forming []*ServerMember `protobuf:"bytes,10,rep,name=forming,proto3" json:"forming,omitempty"`
 	// The cluster's id as this server's state holds it; empty until the
 	// leader has written it (or on a server whose release does not know it).
-	ClusterId     string `protobuf:"bytes,11,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterId string `protobuf:"bytes,11,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Why the server cannot store raft writes now (its data dir is full or
+	// below its free-space reserve); empty when it can. A leader hands
+	// leadership only to a server that reports none.
+	StorageError  string `protobuf:"bytes,12,opt,name=storage_error,json=storageError,proto3" json:"storage_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -194,6 +198,13 @@ func (x *ServerInfoResponse) GetClusterId() string {
 	return ""
 }
 
+func (x *ServerInfoResponse) GetStorageError() string {
+	if x != nil {
+		return x.StorageError
+	}
+	return ""
+}
+
 type JoinRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The joining server; version must be set.
@@ -299,7 +310,7 @@ var File_drover_v1_cluster_service_proto protoreflect.FileDescriptor
 const file_drover_v1_cluster_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1fdrover/v1/cluster_service.proto\x12\tdrover.v1\x1a\x16drover/v1/server.proto\"\x13\n" +
-	"\x11ServerInfoRequest\"\xb5\x03\n" +
+	"\x11ServerInfoRequest\"\xda\x03\n" +
 	"\x12ServerInfoResponse\x12/\n" +
 	"\x06server\x18\x01 \x01(\v2\x17.drover.v1.ServerMemberR\x06server\x12\x1b\n" +
 	"\thas_state\x18\x02 \x01(\bR\bhasState\x12)\n" +
@@ -315,7 +326,8 @@ const file_drover_v1_cluster_service_proto_rawDesc = "" +
 	"\aforming\x18\n" +
 	" \x03(\v2\x17.drover.v1.ServerMemberR\aforming\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\v \x01(\tR\tclusterId\">\n" +
+	"cluster_id\x18\v \x01(\tR\tclusterId\x12#\n" +
+	"\rstorage_error\x18\f \x01(\tR\fstorageError\">\n" +
 	"\vJoinRequest\x12/\n" +
 	"\x06server\x18\x01 \x01(\v2\x17.drover.v1.ServerMemberR\x06server\"A\n" +
 	"\fJoinResponse\x12\x14\n" +

@@ -50,6 +50,7 @@ func (m *ServerInfoResponse) CloneVT() *ServerInfoResponse {
 	r.AppliedIndex = m.AppliedIndex
 	r.LastContact = m.LastContact
 	r.ClusterId = m.ClusterId
+	r.StorageError = m.StorageError
 	if rhs := m.Forming; rhs != nil {
 		tmpContainer := make([]*ServerMember, len(rhs))
 		for k, v := range rhs {
@@ -172,6 +173,9 @@ func (this *ServerInfoResponse) EqualVT(that *ServerInfoResponse) bool {
 	if this.ClusterId != that.ClusterId {
 		return false
 	}
+	if this.StorageError != that.StorageError {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -285,6 +289,13 @@ func (m *ServerInfoResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.StorageError) > 0 {
+		i -= len(m.StorageError)
+		copy(dAtA[i:], m.StorageError)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.StorageError)))
+		i--
+		dAtA[i] = 0x62
 	}
 	if len(m.ClusterId) > 0 {
 		i -= len(m.ClusterId)
@@ -505,6 +516,10 @@ func (m *ServerInfoResponse) SizeVT() (n int) {
 		}
 	}
 	l = len(m.ClusterId)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	l = len(m.StorageError)
 	if l > 0 {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
@@ -890,6 +905,38 @@ func (m *ServerInfoResponse) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.ClusterId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 12:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StorageError", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.StorageError = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

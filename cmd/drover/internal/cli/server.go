@@ -36,6 +36,12 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	cfg := &opts.cfg
 	fs.BoolVar(&cfg.Dev, "dev", false, "run a single throwaway server: data in a temporary directory, bootstrapped at once")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the raft log, snapshots and server id (required unless -dev)")
+	fs.Func("data-dir-reserve", "free space kept on the data dir's file system (such as 64MiB or 1GB); below it the server refuses writes and hands leadership over until space is freed; 0 waits for a write to fail (default "+formatSize(cfg.DataDirReserve)+")", func(v string) error {
+		n, err := parseSize(v)
+		cfg.DataDirReserve = n
+		return err
+	})
+	fs.BoolVar(&cfg.RebuildFromPeers, "rebuild-from-peers", false, "if the data dir fails its start-up checks, set the damaged state aside (kept, renamed) and rejoin the cluster (-join) as a new, empty member with the same id instead of refusing to start")
 	fs.StringVar(&cfg.ServerID, "server-id", "", "raft id of this server (default: stored in the data dir, generated on first start)")
 	fs.StringVar(&cfg.RPCAddr, "rpc-addr", cfg.RPCAddr, "gRPC listen address for agents, operators and other servers")
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", cfg.RaftAddr, "raft transport listen address")

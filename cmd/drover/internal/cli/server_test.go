@@ -8,6 +8,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/droverhq/drover/internal/tlsconfig"
+	"github.com/droverhq/drover/server"
 )
 
 func TestServerFlagsFromEnvironment(t *testing.T) {
@@ -68,5 +69,27 @@ func TestServerLimitFlags(t *testing.T) {
 	}
 	if l.MaxAgentCalls != 8192 || l.MaxStreamsPerConn != 4096 {
 		t.Errorf("limits %+v: want the defaults for agent calls and streams", l)
+	}
+}
+
+func TestServerDataDirFlags(t *testing.T) {
+	fs, opts := serverFlags(io.Discard)
+	if err := ff.Parse(fs, nil, serverEnvOptions()...); err != nil {
+		t.Fatal(err)
+	}
+	if opts.cfg.DataDirReserve != server.DefaultDataDirReserve || opts.cfg.RebuildFromPeers {
+		t.Errorf("defaults: reserve %d, rebuild %v; want %d and false", opts.cfg.DataDirReserve, opts.cfg.RebuildFromPeers, server.DefaultDataDirReserve)
+	}
+	t.Setenv("DROVER_REBUILD_FROM_PEERS", "true")
+	fs, opts = serverFlags(io.Discard)
+	if err := ff.Parse(fs, []string{"-data-dir-reserve", "1GiB"}, serverEnvOptions()...); err != nil {
+		t.Fatal(err)
+	}
+	if opts.cfg.DataDirReserve != 1<<30 || !opts.cfg.RebuildFromPeers {
+		t.Errorf("reserve %d, rebuild %v; want 1GiB and true", opts.cfg.DataDirReserve, opts.cfg.RebuildFromPeers)
+	}
+	fs, _ = serverFlags(io.Discard)
+	if err := ff.Parse(fs, []string{"-data-dir-reserve", "lots"}, serverEnvOptions()...); err == nil {
+		t.Error("-data-dir-reserve lots: accepted")
 	}
 }
