@@ -181,6 +181,12 @@ func verifyState(store *checkedStore, raftDir, serverID string, logger *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	if rep.restorable == nil && len(rep.damaged) > 0 {
+		// raft refuses to start when no snapshot it finds opens, even if
+		// the log alone holds the whole history: report the damage, which
+		// -rebuild-from-peers then repairs.
+		return nil, rep.damaged[0]
+	}
 	snapTime := time.Since(start)
 	logStats, err := store.verifyLog(rep.base())
 	if err != nil {

@@ -139,6 +139,28 @@ func TestNewFallsBackToOlderSnapshotWhenLogCovers(t *testing.T) {
 	}
 }
 
+// TestNewRefusesWhenNoSnapshotOpens: with every snapshot damaged, raft
+// refuses to start even though the log covers the whole history, so New
+// reports the newest damaged snapshot (which -rebuild-from-peers repairs)
+// rather than raft's own error, which names no file.
+func TestNewRefusesWhenNoSnapshotOpens(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	snaps, _ := seedDataDir(t, dir, 1000)
+	for _, snap := range snaps {
+		must(t, os.Truncate(filepath.Join(snap, snapshotStateFile), 10))
+	}
+	n, err := New(testConfig(t, dir, &testFSM{}))
+	if err == nil {
+		_ = n.Shutdown()
+		t.Fatal("New started with no snapshot that opens")
+	}
+	var d *DamageError
+	if want := filepath.Join(snaps[0], snapshotStateFile); !errors.As(err, &d) || d.File != want {
+		t.Fatalf("New = %v; want a *DamageError naming %s", err, want)
+	}
+}
+
 // TestVerifyRemovesIncompleteSnapshots: a snapshot left half-written
 // (*.tmp) is never restorable and is removed at start.
 func TestVerifyRemovesIncompleteSnapshots(t *testing.T) {

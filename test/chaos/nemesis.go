@@ -2,7 +2,11 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +66,13 @@ func hold(ctx context.Context, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// Data dirs of the disk-full fault: a tmpfs of diskSize per server, filled
+// to diskLeft bytes free, below the servers' 64MiB reserve.
+const (
+	diskSize = 256 << 20
+	diskLeft = 1 << 20
+)
 
 // netns runs the servers in network namespaces of their own, for faults
 // that cut links; the cluster harness skips the test with the reason where
@@ -193,6 +204,57 @@ func Faults() []Fault {
 				e.Cluster.CutOneWay(s, to)
 				hold(ctx, d)
 				e.Cluster.Heal()
+			},
+		},
+		{
+			Name: "disk-full", Servers: 3, Options: []cluster.Option{cluster.TmpfsDataDir(diskSize)},
+			Simulates: "a data disk that fills up (logs, a runaway file) on the leader, a follower or every server",
+			Inject: func(ctx context.Context, e *Env, d time.Duration) {
+				var full []*cluster.Server
+				switch e.Rng.IntN(3) {
+				case 0:
+					full = []*cluster.Server{e.leader(ctx)}
+				case 1:
+					full = []*cluster.Server{e.follower(ctx)}
+				default:
+					full = e.Cluster.Servers()
+				}
+				for _, s := range full {
+					free := s.FillDataDir(diskLeft)
+					e.Note("filled the data dir of %s (%d bytes free) for %s", s, free, d)
+				}
+				hold(ctx, d)
+				for _, s := range full {
+					s.FreeDataDir()
+				}
+			},
+		},
+		{
+			// Frequent snapshots, so that there is one to damage; long
+			// trailing logs, so that a server rebuilding from a snapshot
+			// catches up through the log rather than a second, older
+			// snapshot (hashicorp/raft issue 697: a follower that installs
+			// a snapshot older than its own panics).
+			Name: "damaged-data-dir", Servers: 3, Options: []cluster.Option{cluster.Snapshots(256, time.Second, 4096)},
+			Simulates: "a disk that loses or corrupts part of a file: a follower's raft log or snapshot after a crash",
+			Inject: func(ctx context.Context, e *Env, d time.Duration) {
+				s := e.follower(ctx)
+				s.Kill()
+				file, damage := cluster.RaftDB, cluster.TruncateTo(16<<10)
+				if snap, ok := s.NewestSnapshot(); ok && e.Rng.IntN(2) == 0 {
+					file, damage = filepath.Join(snap, "state.bin"), cluster.FlipBitAt(-200)
+				}
+				e.Note("kill -9 %s, damage %s (%s)", s, file, damage)
+				s.DamageFile(file, damage)
+				err, out := s.StartRefused()
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(out, filepath.Join(s.DataDir(), file)) {
+					e.T.Errorf("%s with damaged %s: exited with %v, want a non-zero status and a message naming the file; it said:\n%s", s, file, err, out)
+				}
+				hold(ctx, d)
+				e.Note("restart %s with -rebuild-from-peers", s)
+				s.RestartWith("-rebuild-from-peers")
+				e.Cluster.WaitHealthy(ctx, 3)
 			},
 		},
 		{
