@@ -10,7 +10,9 @@ import (
 // (plaintext when nil), drover's Codec, and a receive limit as large as the
 // servers' send limit, so that a large answer (a node's allocations, a
 // long list page) the server may send is not refused by the client's
-// default 4 MiB limit. Callers append their own options (keepalives,
+// default 4 MiB limit, and unary calls the server refused for its
+// admission limits are asked again after its retry hint, within the call's
+// deadline (NoRefusalRetry turns that off for one call). Callers append their own options (keepalives,
 // reconnection backoff) after these.
 func ClientDialOptions(creds credentials.TransportCredentials) []grpc.DialOption {
 	if creds == nil {
@@ -19,5 +21,6 @@ func ClientDialOptions(creds credentials.TransportCredentials) []grpc.DialOption
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(Codec{}), grpc.MaxCallRecvMsgSize(defaultMaxSendMsgSize)),
+		grpc.WithChainUnaryInterceptor(retryRefused),
 	}
 }

@@ -136,7 +136,7 @@ func (f flood) run(ctx context.Context, t testing.TB, target *cluster.Server) fl
 				cctx, cancel := context.WithTimeout(ctx, f.callTimeout)
 				var size int
 				t0 := time.Now()
-				err := conn.Invoke(cctx, droverv1.NodeService_List_FullMethodName, req, &size, grpc.ForceCodecV2(sizeCodec{}))
+				err := conn.Invoke(cctx, droverv1.NodeService_List_FullMethodName, req, &size, grpc.ForceCodecV2(sizeCodec{}), rpc.NoRefusalRetry{})
 				took := time.Since(t0)
 				cancel()
 				// Sample every connection's first call and every 8th.

@@ -16,7 +16,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/droverhq/drover/internal/testcerts"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -310,19 +309,17 @@ func (c *Cluster) newServer(i int, o options) *Server {
 	return s
 }
 
-// dial connects to addr with drover's codec. Reconnection backs off to at
-// most half a second, so a restarted server is reachable again at once.
-// opts come after the defaults and win over them (e.g. TLS credentials
-// instead of plaintext).
+// dial connects to addr as every drover client does
+// (rpc.ClientDialOptions: drover's codec, refused calls asked again).
+// Reconnection backs off to at most half a second, so a restarted server
+// is reachable again at once. opts come after the defaults and win over
+// them (e.g. TLS credentials instead of plaintext).
 func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rpc.Codec{})),
+	return grpc.NewClient(addr, append(append(rpc.ClientDialOptions(nil),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
 			MinConnectTimeout: 2 * time.Second,
-		}),
-	}, opts...)...)
+		})), opts...)...)
 }
 
 func (c *Cluster) addCloser(f func() error) {
