@@ -49,6 +49,10 @@ func TestLaggingFollowerNacks(t *testing.T) {
 	for _, s := range c.Others(follower) {
 		setWorkers(ctx, t, s, &droverv1.UpdateSchedulerWorkersRequest{Paused: ptr(true)})
 	}
+	// The follower's worker reaches the leader at the gRPC address the
+	// servers table records; the leader's announcement may still be in
+	// flight after a slow formation, and would then stall with the rest.
+	waitRecorded(ctx, t, c)
 	poll(ctx, t, follower.ID()+" has the nodes", func() (bool, string) {
 		info, err := serverInfo(ctx, follower)
 		if err != nil {
