@@ -218,7 +218,7 @@ func New(cfg Config) (*Node, error) {
 	// entries after it are re-applied only once they are known committed
 	// again (commit index is not persisted): for a lone server, after it wins
 	// the election and commits its first entry of the new term.
-	r, err := raft.NewRaft(rc, cfg.FSM, logs, checked, snaps, trans)
+	r, err := raft.NewRaft(rc, cfg.FSM, logs, checked, snaps, transport{trans})
 	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: start raft in %s: %w", cfg.ServerID, dir, err)
 	}
