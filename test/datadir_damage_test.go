@@ -48,11 +48,11 @@ var raftDamages = []damageCase{
 
 func newestSnapshot(t *testing.T, s *cluster.Server) string {
 	t.Helper()
-	dir, ok := s.NewestSnapshot()
-	if !ok {
+	snaps := s.Snapshots()
+	if len(snaps) == 0 {
 		t.Fatalf("%s has no snapshot", s)
 	}
-	return dir
+	return snaps[0]
 }
 
 // TestDamagedRaftStateRefusedThenRebuilt damages raft.db and the newest

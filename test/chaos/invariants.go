@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/droverhq/drover/fsm/state"
 	"github.com/droverhq/drover/internal/invariant"
@@ -103,7 +104,7 @@ func pages(list func(*droverv1.PageOptions) (string, error)) error {
 	}
 }
 
-// pendingEvals counts the evaluations the leader has not finished yet, as
+// pendingEvals counts the evaluations due that the leader has not finished, as
 // the state says (a consistent read through srv).
 func pendingEvals(ctx context.Context, srv *cluster.Server) (int, error) {
 	evals := droverv1.NewEvalServiceClient(srv.Conn())
@@ -111,7 +112,10 @@ func pendingEvals(ctx context.Context, srv *cluster.Server) (int, error) {
 	err := pages(func(p *droverv1.PageOptions) (string, error) {
 		resp, err := evals.List(ctx, &droverv1.ListEvaluationsRequest{Page: p})
 		for _, e := range resp.GetEvaluations() {
-			if e.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_PENDING {
+			// An evaluation held until a later time (a delayed
+			// reschedule, the follow-up of one that failed during the
+			// fault) is not work the schedulers owe yet.
+			if e.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_PENDING && e.GetWaitUntil() <= time.Now().UnixNano() {
 				pending++
 			}
 		}

@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 )
 
@@ -269,22 +271,26 @@ func (s *Server) DamageFile(rel string, d Damage) {
 	t.Logf("cluster: damaged %s of %s: %s", rel, s, d)
 }
 
-// NewestSnapshot returns the path, relative to the data dir, of the
-// directory of the server's newest raft snapshot (highest term, then
-// index), and false if it has none.
-func (s *Server) NewestSnapshot() (string, bool) {
+// Snapshots returns the paths, relative to the data dir, of the
+// directories of the server's raft snapshots, newest (highest term, then
+// index) first. Directories without a readable meta.json (a snapshot being
+// written) are left out.
+func (s *Server) Snapshots() []string {
 	t := s.c.t
 	t.Helper()
 	dir := filepath.Join(s.dataDir, SnapshotsDir)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", false
+		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var best string
-	var bestTerm, bestIndex uint64
+	type snap struct {
+		name        string
+		term, index uint64
+	}
+	var snaps []snap
 	for _, e := range entries {
 		data, err := os.ReadFile(filepath.Join(dir, e.Name(), "meta.json"))
 		if err != nil {
@@ -294,12 +300,14 @@ func (s *Server) NewestSnapshot() (string, bool) {
 		if err := json.Unmarshal(data, &meta); err != nil {
 			continue
 		}
-		if best == "" || meta.Term > bestTerm || meta.Term == bestTerm && meta.Index > bestIndex {
-			best, bestTerm, bestIndex = e.Name(), meta.Term, meta.Index
-		}
+		snaps = append(snaps, snap{e.Name(), meta.Term, meta.Index})
 	}
-	if best == "" {
-		return "", false
+	slices.SortFunc(snaps, func(a, b snap) int {
+		return cmp.Or(cmp.Compare(b.term, a.term), cmp.Compare(b.index, a.index))
+	})
+	out := make([]string, len(snaps))
+	for i, sn := range snaps {
+		out[i] = filepath.Join(SnapshotsDir, sn.name)
 	}
-	return filepath.Join(SnapshotsDir, best), true
+	return out
 }
