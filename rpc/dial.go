@@ -12,8 +12,8 @@ import (
 // long list page) the server may send is not refused by the client's
 // default 4 MiB limit, and unary calls the server refused for its
 // admission limits are asked again after its retry hint, within the call's
-// deadline (NoRefusalRetry turns that off for one call). Callers append their own options (keepalives,
-// reconnection backoff) after these.
+// deadline (NoRefusalRetry turns that off for one call). Callers append
+// their own options (keepalives, reconnection backoff) after these.
 func ClientDialOptions(creds credentials.TransportCredentials) []grpc.DialOption {
 	if creds == nil {
 		creds = insecure.NewCredentials()

@@ -55,12 +55,18 @@ func retryRefused(ctx context.Context, method string, req, reply any, cc *grpc.C
 // refusalHint reports whether err is an admission refusal
 // (RESOURCE_EXHAUSTED carrying RetryInfo) and the delay it asks for.
 func refusalHint(err error) (time.Duration, bool) {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.ResourceExhausted {
+	if status.Code(err) != codes.ResourceExhausted {
 		return 0, false
 	}
-	for _, d := range st.Details() {
-		if ri, isRetry := d.(*errdetails.RetryInfo); isRetry && ri.GetRetryDelay() != nil {
+	return RetryHint(err)
+}
+
+// RetryHint returns the delay a server asked for with its error (gRPC
+// RetryInfo, as drover sends with UNAVAILABLE and RESOURCE_EXHAUSTED), and
+// whether it asked at all.
+func RetryHint(err error) (time.Duration, bool) {
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
 			return max(ri.GetRetryDelay().AsDuration(), 0), true
 		}
 	}

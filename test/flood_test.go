@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -152,7 +151,7 @@ func (f flood) run(ctx context.Context, t testing.TB, target *cluster.Server) fl
 					mine.timedOut++
 				default:
 					mine.refused[code]++
-					hint := retryHint(err)
+					hint, _ := rpc.RetryHint(err)
 					if hint > 0 {
 						mine.withRetryInfo++
 					}
@@ -199,16 +198,6 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-time.After(d):
 	case <-ctx.Done():
 	}
-}
-
-// retryHint is the RetryInfo delay an error carries, or zero.
-func retryHint(err error) time.Duration {
-	for _, d := range status.Convert(err).Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			return ri.GetRetryDelay().AsDuration()
-		}
-	}
-	return 0
 }
 
 // waitReady waits until every connection is READY or the wait ends, and

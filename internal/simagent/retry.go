@@ -4,9 +4,10 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/droverhq/drover/rpc"
 )
 
 // remedy is what an agent does about a failed call.
@@ -44,16 +45,8 @@ func remedyFor(err error) remedy {
 // retryHint returns the delay a server suggested with its error (gRPC
 // RetryInfo), or zero.
 func retryHint(err error) time.Duration {
-	st, ok := status.FromError(err)
-	if !ok {
-		return 0
-	}
-	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			return ri.GetRetryDelay().AsDuration()
-		}
-	}
-	return 0
+	d, _ := rpc.RetryHint(err)
+	return d
 }
 
 // backoffDelay is the pause before retry number failures (counting from

@@ -20,7 +20,7 @@ func (f *fakePipeline) AppendEntries(*raft.AppendEntriesRequest, *raft.AppendEnt
 func (f *fakePipeline) Consumer() <-chan raft.AppendFuture { return f.answers }
 func (f *fakePipeline) Close() error                       { f.closed = true; return nil }
 
-// fakeFuture is an answer, told apart by its start time.
+// fakeFuture is an answer, told apart by n.
 type fakeFuture struct {
 	raft.AppendFuture
 	n int
