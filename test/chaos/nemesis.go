@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,9 +53,11 @@ func (e *Env) leader(ctx context.Context) *cluster.Server {
 	return e.Cluster.WaitLeader(ctx, e.Cluster.Live()...)
 }
 
-// follower picks a random server other than the leader.
+// follower picks a random running server other than the leader: not one
+// an earlier round stopped or removed.
 func (e *Env) follower(ctx context.Context) *cluster.Server {
-	others := e.Cluster.Others(e.leader(ctx))
+	leader := e.leader(ctx)
+	others := slices.DeleteFunc(e.Cluster.Live(), func(s *cluster.Server) bool { return s == leader })
 	return others[e.Rng.IntN(len(others))]
 }
 
