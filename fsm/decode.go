@@ -77,7 +77,7 @@ func newEntryMessage(t droverv1.MessageType) vtMessage {
 		return &droverv1.NodeStatusEntry{}
 	case droverv1.MessageTypeAllocClientUpdate:
 		return &droverv1.AllocClientUpdateEntry{}
-	case droverv1.MessageTypeJobRegister:
+	case droverv1.MessageTypeJobRegister, droverv1.MessageTypeJobRegisterChecked:
 		return &droverv1.JobRegisterEntry{}
 	case droverv1.MessageTypeJobDeregister:
 		return &droverv1.JobDeregisterEntry{}

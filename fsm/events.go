@@ -15,7 +15,7 @@ func eventType(msgType droverv1.MessageType) string {
 		return "NodeStatusUpdated"
 	case droverv1.MessageTypeAllocClientUpdate:
 		return "AllocationClientUpdated"
-	case droverv1.MessageTypeJobRegister:
+	case droverv1.MessageTypeJobRegister, droverv1.MessageTypeJobRegisterChecked:
 		return "JobRegistered"
 	case droverv1.MessageTypeJobDeregister:
 		return "JobDeregistered"

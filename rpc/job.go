@@ -29,14 +29,7 @@ func (s *jobService) Register(ctx context.Context, req *droverv1.RegisterJobRequ
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	now := time.Now().UnixNano()
-	eval := NewEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER, "", now)
-	index, resp, err := s.backend.Apply(ctx, droverv1.MessageTypeJobRegister,
-		&droverv1.JobRegisterEntry{Job: job, Eval: eval, SubmittedAt: now, RequestId: req.GetRequestId()})
-	if err != nil {
-		return nil, err
-	}
-	res, err := jobRequestResult(resp, index, job.GetId())
+	res, err := s.register(ctx, job, req.GetRequestId(), req.EnforceIndex)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +38,28 @@ func (s *jobService) Register(ctx context.Context, req *droverv1.RegisterJobRequ
 		JobVersion:     res.GetJobVersion(),
 		JobModifyIndex: res.GetJobModifyIndex(),
 		Index:          res.GetIndex(),
+		Warnings:       job.Warnings(),
 	}, nil
+}
+
+// register writes a canonical, valid job with the evaluation that
+// schedules it. With enforceIndex the write applies only if the job's
+// job_modify_index is still that one; it goes in an entry of its own type,
+// which the version gate keeps from servers that would apply it without
+// the check.
+func (s *jobService) register(ctx context.Context, job *droverv1.Job, requestID string, enforceIndex *uint64) (*droverv1.JobRequestResult, error) {
+	now := time.Now().UnixNano()
+	eval := NewEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER, "", now)
+	msgType := droverv1.MessageTypeJobRegister
+	if enforceIndex != nil {
+		msgType = droverv1.MessageTypeJobRegisterChecked
+	}
+	index, resp, err := s.backend.Apply(ctx, msgType,
+		&droverv1.JobRegisterEntry{Job: job, Eval: eval, SubmittedAt: now, RequestId: requestID, EnforceIndex: enforceIndex})
+	if err != nil {
+		return nil, err
+	}
+	return jobRequestResult(resp, index, job.GetId())
 }
 
 // jobRequestResult takes the FSM's answer to a job write out of an Apply

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/droverhq/drover/fsm/state"
 	"github.com/droverhq/drover/internal/mock"
@@ -111,6 +112,14 @@ func TestJobRegisterRejections(t *testing.T) {
 		{"migrate without parallelism", func(j *droverv1.Job) {
 			j.TaskGroups[0].Migrate = &droverv1.MigrateStrategy{}
 		}, "job.task_groups[0].migrate.max_parallel"},
+		{"canary without rollout", func(j *droverv1.Job) {
+			j.Update = &droverv1.UpdateStrategy{MaxParallel: proto.Int32(0)}
+			j.TaskGroups[0].Update = &droverv1.UpdateStrategy{Canary: proto.Int32(1)}
+		}, "job.task_groups[0].update.canary"},
+		{"update block on a batch job", func(j *droverv1.Job) {
+			j.Type = droverv1.JobType_JOB_TYPE_BATCH
+			j.Update = &droverv1.UpdateStrategy{}
+		}, "job.update"},
 		{"migrate on a batch job", func(j *droverv1.Job) {
 			j.Type = droverv1.JobType_JOB_TYPE_BATCH
 			j.TaskGroups[0].Migrate = &droverv1.MigrateStrategy{MaxParallel: 1}

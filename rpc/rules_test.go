@@ -171,7 +171,7 @@ func TestToStatus(t *testing.T) {
 		err  error
 		want codes.Code
 	}{
-		{&droverv1.ValidationError{Violations: []droverv1.FieldViolation{{Field: "f", Description: "d"}}}, codes.InvalidArgument},
+		{&droverv1.ValidationError{Violations: []*droverv1.FieldViolation{{Field: "f", Description: "d"}}}, codes.InvalidArgument},
 		{fmt.Errorf("node x: %w", state.ErrNotFound), codes.NotFound},
 		{fmt.Errorf("apply: %w", state.ErrSecretMismatch), codes.PermissionDenied},
 		{fmt.Errorf("x: %w", errPermissionDenied), codes.PermissionDenied},

@@ -16,6 +16,10 @@ var (
 	// ErrConflict: the object changed after the write was decided; the
 	// proposer should read the new state and decide again.
 	ErrConflict = errors.New("conflicting concurrent change")
+	// ErrIndexMismatch: the write was asked to apply only if an object was
+	// still at a given index (a check-and-set), and it is not. Unlike
+	// ErrConflict, retrying the same write cannot succeed.
+	ErrIndexMismatch = errors.New("index does not match")
 	// ErrInvalidEntry: the entry is malformed. Proposers validate requests,
 	// so this points at a bug or a corrupt entry, never at a client mistake.
 	ErrInvalidEntry = errors.New("invalid raft entry")

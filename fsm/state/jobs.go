@@ -46,6 +46,9 @@ func (tx *txn) upsertJob(e *droverv1.JobRegisterEntry) (*droverv1.Job, error) {
 		return nil, invalidEntry("job registration without a job")
 	}
 	old := tx.job(j.GetId())
+	if err := checkEnforceIndex(j.GetId(), old, e); err != nil {
+		return nil, err
+	}
 	current := old
 	if old == nil || old.GetStop() || !old.SpecEqual(j) {
 		j.ClearServerFields()
@@ -68,6 +71,26 @@ func (tx *txn) upsertJob(e *droverv1.JobRegisterEntry) (*droverv1.Job, error) {
 		return nil, err
 	}
 	return current, nil
+}
+
+// checkEnforceIndex refuses a registration that asked to apply only at a
+// job_modify_index the job is no longer at. The check is made here, where
+// writes are serialised, so that of two registrations racing with the same
+// index exactly one applies.
+func checkEnforceIndex(jobID string, old *droverv1.Job, e *droverv1.JobRegisterEntry) error {
+	if e.EnforceIndex == nil {
+		return nil
+	}
+	want := e.GetEnforceIndex()
+	switch {
+	case old == nil && want != 0:
+		return fmt.Errorf("job %q does not exist, want job_modify_index %d: %w", jobID, want, ErrIndexMismatch)
+	case old != nil && want == 0:
+		return fmt.Errorf("job %q already exists (job_modify_index %d), want none: %w", jobID, old.GetJobModifyIndex(), ErrIndexMismatch)
+	case old != nil && old.GetJobModifyIndex() != want:
+		return fmt.Errorf("job %q is at job_modify_index %d, want %d: %w", jobID, old.GetJobModifyIndex(), want, ErrIndexMismatch)
+	}
+	return nil
 }
 
 // DeregisterJob applies a JobDeregisterEntry: the job is marked

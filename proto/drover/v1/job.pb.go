@@ -9,6 +9,7 @@ package droverv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -357,7 +358,14 @@ type Job struct {
 	// Raft index of the last change to the specification.
 	JobModifyIndex uint64 `protobuf:"varint,14,opt,name=job_modify_index,json=jobModifyIndex,proto3" json:"job_modify_index,omitempty"`
 	// Unix nanoseconds at which this version was submitted.
-	SubmitTime    int64 `protobuf:"varint,15,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
+	SubmitTime int64 `protobuf:"varint,15,opt,name=submit_time,json=submitTime,proto3" json:"submit_time,omitempty"`
+	// How every group rolls out a new version of the job, unless the group's
+	// own update block says otherwise field by field. Kept as submitted; the
+	// servers merge it into each group's block, which is what counts.
+	Update *UpdateStrategy `protobuf:"bytes,16,opt,name=update,proto3" json:"update,omitempty"`
+	// True once a deployment of this version has succeeded: the version an
+	// automatic revert goes back to. Server-owned.
+	Stable        bool `protobuf:"varint,17,opt,name=stable,proto3" json:"stable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -497,6 +505,20 @@ func (x *Job) GetSubmitTime() int64 {
 	return 0
 }
 
+func (x *Job) GetUpdate() *UpdateStrategy {
+	if x != nil {
+		return x.Update
+	}
+	return nil
+}
+
+func (x *Job) GetStable() bool {
+	if x != nil {
+		return x.Stable
+	}
+	return false
+}
+
 // TaskGroup is the unit of placement: each of its count instances becomes
 // one allocation on one node.
 type TaskGroup struct {
@@ -523,7 +545,12 @@ type TaskGroup struct {
 	Meta                      map[string]string `protobuf:"bytes,11,rep,name=meta,proto3" json:"meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// How the group's allocations leave a draining node; unset means one at
 	// a time.
-	Migrate       *MigrateStrategy `protobuf:"bytes,12,opt,name=migrate,proto3" json:"migrate,omitempty"`
+	Migrate *MigrateStrategy `protobuf:"bytes,12,opt,name=migrate,proto3" json:"migrate,omitempty"`
+	// How the group's allocations move to a new version of the job. Once the
+	// servers have accepted the job, every group of a service or system job
+	// carries a complete block: the job's block with the group's fields laid
+	// on top, then the defaults. Batch jobs have none.
+	Update        *UpdateStrategy `protobuf:"bytes,13,opt,name=update,proto3" json:"update,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -642,6 +669,149 @@ func (x *TaskGroup) GetMigrate() *MigrateStrategy {
 	return nil
 }
 
+func (x *TaskGroup) GetUpdate() *UpdateStrategy {
+	if x != nil {
+		return x.Update
+	}
+	return nil
+}
+
+// UpdateStrategy paces the rollout of a new job version through a
+// deployment, gated on the health the agents report. Unset fields take the
+// job's value, then the default named on each field. Durations are written
+// "30s", "5m" in a job file.
+type UpdateStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many new allocations of the group may be in flight at once: placed
+	// but not yet healthy. Default 1. 0 turns deployments off for the group:
+	// a new version replaces every allocation at once, unpaced and unchecked.
+	MaxParallel *int32 `protobuf:"varint,1,opt,name=max_parallel,json=maxParallel,proto3,oneof" json:"max_parallel,omitempty"`
+	// How long an allocation must have been running before its agent reports
+	// it healthy. Default 10s; less than healthy_deadline.
+	MinHealthyTime *durationpb.Duration `protobuf:"bytes,2,opt,name=min_healthy_time,json=minHealthyTime,proto3" json:"min_healthy_time,omitempty"`
+	// How long an allocation has to become healthy before its agent reports
+	// it unhealthy. Default 5m; less than progress_deadline unless that is 0.
+	HealthyDeadline *durationpb.Duration `protobuf:"bytes,3,opt,name=healthy_deadline,json=healthyDeadline,proto3" json:"healthy_deadline,omitempty"`
+	// The deployment fails when no allocation of the group has turned healthy
+	// for this long. Default 10m. 0: the first unhealthy allocation fails the
+	// deployment.
+	ProgressDeadline *durationpb.Duration `protobuf:"bytes,4,opt,name=progress_deadline,json=progressDeadline,proto3" json:"progress_deadline,omitempty"`
+	// On failure, register the latest stable version of the job again.
+	// Default false.
+	AutoRevert *bool `protobuf:"varint,5,opt,name=auto_revert,json=autoRevert,proto3,oneof" json:"auto_revert,omitempty"`
+	// How many allocations of the new version are placed beside the old ones
+	// before the rest of the rollout; it waits for promotion. Default 0.
+	// Needs max_parallel of at least 1.
+	Canary *int32 `protobuf:"varint,6,opt,name=canary,proto3,oneof" json:"canary,omitempty"`
+	// Promote once every canary is healthy, with no operator. Default false;
+	// needs canary. Every group with canaries of a job sets it alike, since a
+	// deployment is promoted as a whole.
+	AutoPromote *bool `protobuf:"varint,7,opt,name=auto_promote,json=autoPromote,proto3,oneof" json:"auto_promote,omitempty"`
+	// The pause between one batch of the rollout turning healthy and the next
+	// batch starting. Default 0.
+	Stagger *durationpb.Duration `protobuf:"bytes,8,opt,name=stagger,proto3" json:"stagger,omitempty"`
+	// Start each replacement first and stop the allocation it replaces only
+	// once the replacement is healthy, so the group never runs below its
+	// count (up to max_parallel allocations above it). Default false: the old
+	// allocation stops as its replacement is placed.
+	Surge         *bool `protobuf:"varint,9,opt,name=surge,proto3,oneof" json:"surge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStrategy) Reset() {
+	*x = UpdateStrategy{}
+	mi := &file_drover_v1_job_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStrategy) ProtoMessage() {}
+
+func (x *UpdateStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStrategy.ProtoReflect.Descriptor instead.
+func (*UpdateStrategy) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *UpdateStrategy) GetMaxParallel() int32 {
+	if x != nil && x.MaxParallel != nil {
+		return *x.MaxParallel
+	}
+	return 0
+}
+
+func (x *UpdateStrategy) GetMinHealthyTime() *durationpb.Duration {
+	if x != nil {
+		return x.MinHealthyTime
+	}
+	return nil
+}
+
+func (x *UpdateStrategy) GetHealthyDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.HealthyDeadline
+	}
+	return nil
+}
+
+func (x *UpdateStrategy) GetProgressDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.ProgressDeadline
+	}
+	return nil
+}
+
+func (x *UpdateStrategy) GetAutoRevert() bool {
+	if x != nil && x.AutoRevert != nil {
+		return *x.AutoRevert
+	}
+	return false
+}
+
+func (x *UpdateStrategy) GetCanary() int32 {
+	if x != nil && x.Canary != nil {
+		return *x.Canary
+	}
+	return 0
+}
+
+func (x *UpdateStrategy) GetAutoPromote() bool {
+	if x != nil && x.AutoPromote != nil {
+		return *x.AutoPromote
+	}
+	return false
+}
+
+func (x *UpdateStrategy) GetStagger() *durationpb.Duration {
+	if x != nil {
+		return x.Stagger
+	}
+	return nil
+}
+
+func (x *UpdateStrategy) GetSurge() bool {
+	if x != nil && x.Surge != nil {
+		return *x.Surge
+	}
+	return false
+}
+
 // MigrateStrategy paces a drain for one task group, so that draining a node
 // never takes more of the group out of service than the group allows.
 type MigrateStrategy struct {
@@ -656,7 +826,7 @@ type MigrateStrategy struct {
 
 func (x *MigrateStrategy) Reset() {
 	*x = MigrateStrategy{}
-	mi := &file_drover_v1_job_proto_msgTypes[2]
+	mi := &file_drover_v1_job_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +838,7 @@ func (x *MigrateStrategy) String() string {
 func (*MigrateStrategy) ProtoMessage() {}
 
 func (x *MigrateStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[2]
+	mi := &file_drover_v1_job_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +851,7 @@ func (x *MigrateStrategy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateStrategy.ProtoReflect.Descriptor instead.
 func (*MigrateStrategy) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{2}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MigrateStrategy) GetMaxParallel() int32 {
@@ -705,7 +875,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_drover_v1_job_proto_msgTypes[3]
+	mi := &file_drover_v1_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +887,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[3]
+	mi := &file_drover_v1_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +900,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Task) GetName() string {
@@ -774,7 +944,7 @@ type Resources struct {
 
 func (x *Resources) Reset() {
 	*x = Resources{}
-	mi := &file_drover_v1_job_proto_msgTypes[4]
+	mi := &file_drover_v1_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +956,7 @@ func (x *Resources) String() string {
 func (*Resources) ProtoMessage() {}
 
 func (x *Resources) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[4]
+	mi := &file_drover_v1_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +969,7 @@ func (x *Resources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resources.ProtoReflect.Descriptor instead.
 func (*Resources) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Resources) GetCpuMhz() int64 {
@@ -844,7 +1014,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_drover_v1_job_proto_msgTypes[5]
+	mi := &file_drover_v1_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +1026,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[5]
+	mi := &file_drover_v1_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1039,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Port) GetLabel() string {
@@ -900,7 +1070,7 @@ type Constraint struct {
 
 func (x *Constraint) Reset() {
 	*x = Constraint{}
-	mi := &file_drover_v1_job_proto_msgTypes[6]
+	mi := &file_drover_v1_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1082,7 @@ func (x *Constraint) String() string {
 func (*Constraint) ProtoMessage() {}
 
 func (x *Constraint) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[6]
+	mi := &file_drover_v1_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1095,7 @@ func (x *Constraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Constraint.ProtoReflect.Descriptor instead.
 func (*Constraint) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{6}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Constraint) GetAttribute() string {
@@ -965,7 +1135,7 @@ type Spread struct {
 
 func (x *Spread) Reset() {
 	*x = Spread{}
-	mi := &file_drover_v1_job_proto_msgTypes[7]
+	mi := &file_drover_v1_job_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1147,7 @@ func (x *Spread) String() string {
 func (*Spread) ProtoMessage() {}
 
 func (x *Spread) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[7]
+	mi := &file_drover_v1_job_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1160,7 @@ func (x *Spread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Spread.ProtoReflect.Descriptor instead.
 func (*Spread) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{7}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Spread) GetAttribute() string {
@@ -1027,7 +1197,7 @@ type SpreadTarget struct {
 
 func (x *SpreadTarget) Reset() {
 	*x = SpreadTarget{}
-	mi := &file_drover_v1_job_proto_msgTypes[8]
+	mi := &file_drover_v1_job_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1209,7 @@ func (x *SpreadTarget) String() string {
 func (*SpreadTarget) ProtoMessage() {}
 
 func (x *SpreadTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[8]
+	mi := &file_drover_v1_job_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1222,7 @@ func (x *SpreadTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpreadTarget.ProtoReflect.Descriptor instead.
 func (*SpreadTarget) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{8}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SpreadTarget) GetValue() string {
@@ -1088,7 +1258,7 @@ type ReschedulePolicy struct {
 
 func (x *ReschedulePolicy) Reset() {
 	*x = ReschedulePolicy{}
-	mi := &file_drover_v1_job_proto_msgTypes[9]
+	mi := &file_drover_v1_job_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1270,7 @@ func (x *ReschedulePolicy) String() string {
 func (*ReschedulePolicy) ProtoMessage() {}
 
 func (x *ReschedulePolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_job_proto_msgTypes[9]
+	mi := &file_drover_v1_job_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1283,7 @@ func (x *ReschedulePolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReschedulePolicy.ProtoReflect.Descriptor instead.
 func (*ReschedulePolicy) Descriptor() ([]byte, []int) {
-	return file_drover_v1_job_proto_rawDescGZIP(), []int{9}
+	return file_drover_v1_job_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReschedulePolicy) GetAttempts() int32 {
@@ -1162,7 +1332,7 @@ var File_drover_v1_job_proto protoreflect.FileDescriptor
 
 const file_drover_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x13drover/v1/job.proto\x12\tdrover.v1\"\xd3\x04\n" +
+	"\x13drover/v1/job.proto\x12\tdrover.v1\x1a\x1egoogle/protobuf/duration.proto\"\x9e\x05\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12&\n" +
@@ -1181,10 +1351,12 @@ const file_drover_v1_job_proto_rawDesc = "" +
 	"\fmodify_index\x18\r \x01(\x04R\vmodifyIndex\x12(\n" +
 	"\x10job_modify_index\x18\x0e \x01(\x04R\x0ejobModifyIndex\x12\x1f\n" +
 	"\vsubmit_time\x18\x0f \x01(\x03R\n" +
-	"submitTime\x1a7\n" +
+	"submitTime\x121\n" +
+	"\x06update\x18\x10 \x01(\v2\x19.drover.v1.UpdateStrategyR\x06update\x12\x16\n" +
+	"\x06stable\x18\x11 \x01(\bR\x06stable\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa5\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd8\x05\n" +
 	"\tTaskGroup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x122\n" +
@@ -1198,10 +1370,27 @@ const file_drover_v1_job_proto_rawDesc = "" +
 	"\x05tasks\x18\n" +
 	" \x03(\v2\x0f.drover.v1.TaskR\x05tasks\x122\n" +
 	"\x04meta\x18\v \x03(\v2\x1e.drover.v1.TaskGroup.MetaEntryR\x04meta\x124\n" +
-	"\amigrate\x18\f \x01(\v2\x1a.drover.v1.MigrateStrategyR\amigrate\x1a7\n" +
+	"\amigrate\x18\f \x01(\v2\x1a.drover.v1.MigrateStrategyR\amigrate\x121\n" +
+	"\x06update\x18\r \x01(\v2\x19.drover.v1.UpdateStrategyR\x06update\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"4\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x04\n" +
+	"\x0eUpdateStrategy\x12&\n" +
+	"\fmax_parallel\x18\x01 \x01(\x05H\x00R\vmaxParallel\x88\x01\x01\x12C\n" +
+	"\x10min_healthy_time\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0eminHealthyTime\x12D\n" +
+	"\x10healthy_deadline\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0fhealthyDeadline\x12F\n" +
+	"\x11progress_deadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\x12$\n" +
+	"\vauto_revert\x18\x05 \x01(\bH\x01R\n" +
+	"autoRevert\x88\x01\x01\x12\x1b\n" +
+	"\x06canary\x18\x06 \x01(\x05H\x02R\x06canary\x88\x01\x01\x12&\n" +
+	"\fauto_promote\x18\a \x01(\bH\x03R\vautoPromote\x88\x01\x01\x123\n" +
+	"\astagger\x18\b \x01(\v2\x19.google.protobuf.DurationR\astagger\x12\x19\n" +
+	"\x05surge\x18\t \x01(\bH\x04R\x05surge\x88\x01\x01B\x0f\n" +
+	"\r_max_parallelB\x0e\n" +
+	"\f_auto_revertB\t\n" +
+	"\a_canaryB\x0f\n" +
+	"\r_auto_promoteB\b\n" +
+	"\x06_surge\"4\n" +
 	"\x0fMigrateStrategy\x12!\n" +
 	"\fmax_parallel\x18\x01 \x01(\x05R\vmaxParallel\"\x86\x02\n" +
 	"\x04Task\x12\x12\n" +
@@ -1290,53 +1479,61 @@ func file_drover_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_drover_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_drover_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_drover_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_drover_v1_job_proto_goTypes = []any{
-	(JobType)(0),             // 0: drover.v1.JobType
-	(JobStatus)(0),           // 1: drover.v1.JobStatus
-	(ConstraintOperator)(0),  // 2: drover.v1.ConstraintOperator
-	(DelayFunction)(0),       // 3: drover.v1.DelayFunction
-	(ReconnectStrategy)(0),   // 4: drover.v1.ReconnectStrategy
-	(*Job)(nil),              // 5: drover.v1.Job
-	(*TaskGroup)(nil),        // 6: drover.v1.TaskGroup
-	(*MigrateStrategy)(nil),  // 7: drover.v1.MigrateStrategy
-	(*Task)(nil),             // 8: drover.v1.Task
-	(*Resources)(nil),        // 9: drover.v1.Resources
-	(*Port)(nil),             // 10: drover.v1.Port
-	(*Constraint)(nil),       // 11: drover.v1.Constraint
-	(*Spread)(nil),           // 12: drover.v1.Spread
-	(*SpreadTarget)(nil),     // 13: drover.v1.SpreadTarget
-	(*ReschedulePolicy)(nil), // 14: drover.v1.ReschedulePolicy
-	nil,                      // 15: drover.v1.Job.MetaEntry
-	nil,                      // 16: drover.v1.TaskGroup.MetaEntry
-	nil,                      // 17: drover.v1.Task.ConfigEntry
-	nil,                      // 18: drover.v1.Task.EnvEntry
+	(JobType)(0),                // 0: drover.v1.JobType
+	(JobStatus)(0),              // 1: drover.v1.JobStatus
+	(ConstraintOperator)(0),     // 2: drover.v1.ConstraintOperator
+	(DelayFunction)(0),          // 3: drover.v1.DelayFunction
+	(ReconnectStrategy)(0),      // 4: drover.v1.ReconnectStrategy
+	(*Job)(nil),                 // 5: drover.v1.Job
+	(*TaskGroup)(nil),           // 6: drover.v1.TaskGroup
+	(*UpdateStrategy)(nil),      // 7: drover.v1.UpdateStrategy
+	(*MigrateStrategy)(nil),     // 8: drover.v1.MigrateStrategy
+	(*Task)(nil),                // 9: drover.v1.Task
+	(*Resources)(nil),           // 10: drover.v1.Resources
+	(*Port)(nil),                // 11: drover.v1.Port
+	(*Constraint)(nil),          // 12: drover.v1.Constraint
+	(*Spread)(nil),              // 13: drover.v1.Spread
+	(*SpreadTarget)(nil),        // 14: drover.v1.SpreadTarget
+	(*ReschedulePolicy)(nil),    // 15: drover.v1.ReschedulePolicy
+	nil,                         // 16: drover.v1.Job.MetaEntry
+	nil,                         // 17: drover.v1.TaskGroup.MetaEntry
+	nil,                         // 18: drover.v1.Task.ConfigEntry
+	nil,                         // 19: drover.v1.Task.EnvEntry
+	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
 }
 var file_drover_v1_job_proto_depIdxs = []int32{
 	0,  // 0: drover.v1.Job.type:type_name -> drover.v1.JobType
-	11, // 1: drover.v1.Job.constraints:type_name -> drover.v1.Constraint
+	12, // 1: drover.v1.Job.constraints:type_name -> drover.v1.Constraint
 	6,  // 2: drover.v1.Job.task_groups:type_name -> drover.v1.TaskGroup
-	15, // 3: drover.v1.Job.meta:type_name -> drover.v1.Job.MetaEntry
+	16, // 3: drover.v1.Job.meta:type_name -> drover.v1.Job.MetaEntry
 	1,  // 4: drover.v1.Job.status:type_name -> drover.v1.JobStatus
-	9,  // 5: drover.v1.TaskGroup.resources:type_name -> drover.v1.Resources
-	11, // 6: drover.v1.TaskGroup.constraints:type_name -> drover.v1.Constraint
-	12, // 7: drover.v1.TaskGroup.spreads:type_name -> drover.v1.Spread
-	14, // 8: drover.v1.TaskGroup.reschedule_policy:type_name -> drover.v1.ReschedulePolicy
-	4,  // 9: drover.v1.TaskGroup.reconnect_strategy:type_name -> drover.v1.ReconnectStrategy
-	8,  // 10: drover.v1.TaskGroup.tasks:type_name -> drover.v1.Task
-	16, // 11: drover.v1.TaskGroup.meta:type_name -> drover.v1.TaskGroup.MetaEntry
-	7,  // 12: drover.v1.TaskGroup.migrate:type_name -> drover.v1.MigrateStrategy
-	17, // 13: drover.v1.Task.config:type_name -> drover.v1.Task.ConfigEntry
-	18, // 14: drover.v1.Task.env:type_name -> drover.v1.Task.EnvEntry
-	10, // 15: drover.v1.Resources.ports:type_name -> drover.v1.Port
-	2,  // 16: drover.v1.Constraint.operator:type_name -> drover.v1.ConstraintOperator
-	13, // 17: drover.v1.Spread.targets:type_name -> drover.v1.SpreadTarget
-	3,  // 18: drover.v1.ReschedulePolicy.delay_function:type_name -> drover.v1.DelayFunction
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	7,  // 5: drover.v1.Job.update:type_name -> drover.v1.UpdateStrategy
+	10, // 6: drover.v1.TaskGroup.resources:type_name -> drover.v1.Resources
+	12, // 7: drover.v1.TaskGroup.constraints:type_name -> drover.v1.Constraint
+	13, // 8: drover.v1.TaskGroup.spreads:type_name -> drover.v1.Spread
+	15, // 9: drover.v1.TaskGroup.reschedule_policy:type_name -> drover.v1.ReschedulePolicy
+	4,  // 10: drover.v1.TaskGroup.reconnect_strategy:type_name -> drover.v1.ReconnectStrategy
+	9,  // 11: drover.v1.TaskGroup.tasks:type_name -> drover.v1.Task
+	17, // 12: drover.v1.TaskGroup.meta:type_name -> drover.v1.TaskGroup.MetaEntry
+	8,  // 13: drover.v1.TaskGroup.migrate:type_name -> drover.v1.MigrateStrategy
+	7,  // 14: drover.v1.TaskGroup.update:type_name -> drover.v1.UpdateStrategy
+	20, // 15: drover.v1.UpdateStrategy.min_healthy_time:type_name -> google.protobuf.Duration
+	20, // 16: drover.v1.UpdateStrategy.healthy_deadline:type_name -> google.protobuf.Duration
+	20, // 17: drover.v1.UpdateStrategy.progress_deadline:type_name -> google.protobuf.Duration
+	20, // 18: drover.v1.UpdateStrategy.stagger:type_name -> google.protobuf.Duration
+	18, // 19: drover.v1.Task.config:type_name -> drover.v1.Task.ConfigEntry
+	19, // 20: drover.v1.Task.env:type_name -> drover.v1.Task.EnvEntry
+	11, // 21: drover.v1.Resources.ports:type_name -> drover.v1.Port
+	2,  // 22: drover.v1.Constraint.operator:type_name -> drover.v1.ConstraintOperator
+	14, // 23: drover.v1.Spread.targets:type_name -> drover.v1.SpreadTarget
+	3,  // 24: drover.v1.ReschedulePolicy.delay_function:type_name -> drover.v1.DelayFunction
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_job_proto_init() }
@@ -1344,13 +1541,14 @@ func file_drover_v1_job_proto_init() {
 	if File_drover_v1_job_proto != nil {
 		return
 	}
+	file_drover_v1_job_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_job_proto_rawDesc), len(file_drover_v1_job_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

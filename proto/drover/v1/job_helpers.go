@@ -51,6 +51,10 @@ func (j *Job) Canonicalize() {
 		if tg.ReschedulePolicy == nil {
 			tg.ReschedulePolicy = defaultReschedulePolicy(j.Type)
 		}
+		if j.Type != JobType_JOB_TYPE_BATCH {
+			// Batch jobs keep what they were given, for Validate to refuse.
+			tg.Update = canonicalUpdate(j.Update, tg.Update)
+		}
 		if tg.ReconnectStrategy == ReconnectStrategy_RECONNECT_STRATEGY_UNSPECIFIED {
 			tg.ReconnectStrategy = ReconnectStrategy_RECONNECT_STRATEGY_BEST_SCORE
 		}
@@ -72,6 +76,7 @@ func (j *Job) ClearServerFields() {
 	j.ModifyIndex = 0
 	j.JobModifyIndex = 0
 	j.SubmitTime = 0
+	j.Stable = false
 }
 
 // LookupTaskGroup returns the group named name, or nil.

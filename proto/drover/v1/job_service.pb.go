@@ -28,7 +28,12 @@ type RegisterJobRequest struct {
 	// Idempotency key chosen by the client (a UUID), the same on every retry
 	// of one write. A request id the cluster applied in the last 15 minutes
 	// returns the first answer again instead of writing a second time.
-	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Register only if the job's job_modify_index is still this one; 0: only
+	// if no job of that id exists. Checked when the write is applied, so of
+	// two registrations racing with the same index exactly one wins; the
+	// other fails with FAILED_PRECONDITION.
+	EnforceIndex  *uint64 `protobuf:"varint,3,opt,name=enforce_index,json=enforceIndex,proto3,oneof" json:"enforce_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -77,6 +82,13 @@ func (x *RegisterJobRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *RegisterJobRequest) GetEnforceIndex() uint64 {
+	if x != nil && x.EnforceIndex != nil {
+		return *x.EnforceIndex
+	}
+	return 0
+}
+
 // RegisterJobResponse names the evaluation that will schedule the job.
 type RegisterJobResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -85,7 +97,9 @@ type RegisterJobResponse struct {
 	JobVersion     uint64 `protobuf:"varint,2,opt,name=job_version,json=jobVersion,proto3" json:"job_version,omitempty"`
 	JobModifyIndex uint64 `protobuf:"varint,3,opt,name=job_modify_index,json=jobModifyIndex,proto3" json:"job_modify_index,omitempty"`
 	// Raft index of the write.
-	Index         uint64 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	Index uint64 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	// What the job does that is allowed but likely not meant.
+	Warnings      []string `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -146,6 +160,13 @@ func (x *RegisterJobResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *RegisterJobResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 // DeregisterJobRequest stops a job.
@@ -720,21 +741,560 @@ func (x *ListJobEvaluationsResponse) GetMeta() *QueryMeta {
 	return nil
 }
 
+// ValidateJobRequest submits a job to check.
+type ValidateJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateJobRequest) Reset() {
+	*x = ValidateJobRequest{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateJobRequest) ProtoMessage() {}
+
+func (x *ValidateJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateJobRequest.ProtoReflect.Descriptor instead.
+func (*ValidateJobRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ValidateJobRequest) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+// ValidateJobResponse says what Register would refuse in the job.
+type ValidateJobResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every problem found, each naming its field; empty for a valid job.
+	Violations []*FieldViolation `protobuf:"bytes,1,rep,name=violations,proto3" json:"violations,omitempty"`
+	// What the job does that is allowed but likely not meant.
+	Warnings []string `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The job as the servers would store it, defaults filled in.
+	Job           *Job `protobuf:"bytes,3,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateJobResponse) Reset() {
+	*x = ValidateJobResponse{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateJobResponse) ProtoMessage() {}
+
+func (x *ValidateJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateJobResponse.ProtoReflect.Descriptor instead.
+func (*ValidateJobResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ValidateJobResponse) GetViolations() []*FieldViolation {
+	if x != nil {
+		return x.Violations
+	}
+	return nil
+}
+
+func (x *ValidateJobResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *ValidateJobResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+// FieldViolation says what is wrong with one field of a request.
+type FieldViolation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Path of the field, e.g. "job.task_groups[0].count".
+	Field         string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Description   string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldViolation) Reset() {
+	*x = FieldViolation{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldViolation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldViolation) ProtoMessage() {}
+
+func (x *FieldViolation) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldViolation.ProtoReflect.Descriptor instead.
+func (*FieldViolation) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FieldViolation) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *FieldViolation) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+// JobVersionsRequest lists the kept versions of one job.
+type JobVersionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Query         *QueryOptions          `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobVersionsRequest) Reset() {
+	*x = JobVersionsRequest{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobVersionsRequest) ProtoMessage() {}
+
+func (x *JobVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobVersionsRequest.ProtoReflect.Descriptor instead.
+func (*JobVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *JobVersionsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobVersionsRequest) GetQuery() *QueryOptions {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+// JobVersionsResponse holds the kept versions, newest first.
+type JobVersionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Versions      []*JobVersion          `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	Meta          *QueryMeta             `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobVersionsResponse) Reset() {
+	*x = JobVersionsResponse{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobVersionsResponse) ProtoMessage() {}
+
+func (x *JobVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobVersionsResponse.ProtoReflect.Descriptor instead.
+func (*JobVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *JobVersionsResponse) GetVersions() []*JobVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *JobVersionsResponse) GetMeta() *QueryMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+// JobVersion is one kept version of a job.
+type JobVersion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version as it was stored; job.stable says whether a deployment of
+	// it succeeded.
+	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// What changed in the specification from the next older kept version,
+	// in field order. Empty for the oldest kept version.
+	Changes       []*FieldChange `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobVersion) Reset() {
+	*x = JobVersion{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobVersion) ProtoMessage() {}
+
+func (x *JobVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobVersion.ProtoReflect.Descriptor instead.
+func (*JobVersion) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *JobVersion) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *JobVersion) GetChanges() []*FieldChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// FieldChange is one field whose value differs between two versions of a
+// job.
+type FieldChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Path of the field. Task groups and tasks are named by their names
+	// ("task_groups[web].tasks[server].driver"), map entries by their keys
+	// ("meta[owner]"), other lists by position.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The value before, in the protobuf JSON mapping; empty when the field
+	// was not set.
+	Old string `protobuf:"bytes,2,opt,name=old,proto3" json:"old,omitempty"`
+	// The value after; empty when the field is no longer set.
+	New           string `protobuf:"bytes,3,opt,name=new,proto3" json:"new,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldChange) Reset() {
+	*x = FieldChange{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldChange) ProtoMessage() {}
+
+func (x *FieldChange) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
+func (*FieldChange) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FieldChange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FieldChange) GetOld() string {
+	if x != nil {
+		return x.Old
+	}
+	return ""
+}
+
+func (x *FieldChange) GetNew() string {
+	if x != nil {
+		return x.New
+	}
+	return ""
+}
+
+// RevertJobRequest registers an earlier version of a job again.
+type RevertJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The kept version to go back to.
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// Revert only if the job's current version is this one.
+	EnforcePriorVersion *uint64 `protobuf:"varint,3,opt,name=enforce_prior_version,json=enforcePriorVersion,proto3,oneof" json:"enforce_prior_version,omitempty"`
+	// Idempotency key, as in RegisterJobRequest.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevertJobRequest) Reset() {
+	*x = RevertJobRequest{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevertJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevertJobRequest) ProtoMessage() {}
+
+func (x *RevertJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevertJobRequest.ProtoReflect.Descriptor instead.
+func (*RevertJobRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RevertJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *RevertJobRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RevertJobRequest) GetEnforcePriorVersion() uint64 {
+	if x != nil && x.EnforcePriorVersion != nil {
+		return *x.EnforcePriorVersion
+	}
+	return 0
+}
+
+func (x *RevertJobRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// RevertJobResponse is the answer to a Register of the old version.
+type RevertJobResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	EvalId string                 `protobuf:"bytes,1,opt,name=eval_id,json=evalId,proto3" json:"eval_id,omitempty"`
+	// The new version, with the content of the one reverted to.
+	JobVersion     uint64 `protobuf:"varint,2,opt,name=job_version,json=jobVersion,proto3" json:"job_version,omitempty"`
+	JobModifyIndex uint64 `protobuf:"varint,3,opt,name=job_modify_index,json=jobModifyIndex,proto3" json:"job_modify_index,omitempty"`
+	Index          uint64 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RevertJobResponse) Reset() {
+	*x = RevertJobResponse{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevertJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevertJobResponse) ProtoMessage() {}
+
+func (x *RevertJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevertJobResponse.ProtoReflect.Descriptor instead.
+func (*RevertJobResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RevertJobResponse) GetEvalId() string {
+	if x != nil {
+		return x.EvalId
+	}
+	return ""
+}
+
+func (x *RevertJobResponse) GetJobVersion() uint64 {
+	if x != nil {
+		return x.JobVersion
+	}
+	return 0
+}
+
+func (x *RevertJobResponse) GetJobModifyIndex() uint64 {
+	if x != nil {
+		return x.JobModifyIndex
+	}
+	return 0
+}
+
+func (x *RevertJobResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_drover_v1_job_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_job_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdrover/v1/job_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x15drover/v1/query.proto\"U\n" +
+	"\x1bdrover/v1/job_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x15drover/v1/query.proto\"\x91\x01\n" +
 	"\x12RegisterJobRequest\x12 \n" +
 	"\x03job\x18\x01 \x01(\v2\x0e.drover.v1.JobR\x03job\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"\x8f\x01\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12(\n" +
+	"\renforce_index\x18\x03 \x01(\x04H\x00R\fenforceIndex\x88\x01\x01B\x10\n" +
+	"\x0e_enforce_index\"\xab\x01\n" +
 	"\x13RegisterJobResponse\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1f\n" +
 	"\vjob_version\x18\x02 \x01(\x04R\n" +
 	"jobVersion\x12(\n" +
 	"\x10job_modify_index\x18\x03 \x01(\x04R\x0ejobModifyIndex\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\x04R\x05index\"L\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x1a\n" +
+	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"L\n" +
 	"\x14DeregisterJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
@@ -773,7 +1333,45 @@ const file_drover_v1_job_service_proto_rawDesc = "" +
 	"\vevaluations\x18\x01 \x03(\v2\x15.drover.v1.EvaluationR\vevaluations\x12\x1d\n" +
 	"\n" +
 	"next_token\x18\x02 \x01(\tR\tnextToken\x12(\n" +
-	"\x04meta\x18\x03 \x01(\v2\x14.drover.v1.QueryMetaR\x04meta2\xdd\x03\n" +
+	"\x04meta\x18\x03 \x01(\v2\x14.drover.v1.QueryMetaR\x04meta\"6\n" +
+	"\x12ValidateJobRequest\x12 \n" +
+	"\x03job\x18\x01 \x01(\v2\x0e.drover.v1.JobR\x03job\"\x8e\x01\n" +
+	"\x13ValidateJobResponse\x129\n" +
+	"\n" +
+	"violations\x18\x01 \x03(\v2\x19.drover.v1.FieldViolationR\n" +
+	"violations\x12\x1a\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12 \n" +
+	"\x03job\x18\x03 \x01(\v2\x0e.drover.v1.JobR\x03job\"H\n" +
+	"\x0eFieldViolation\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\"Z\n" +
+	"\x12JobVersionsRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12-\n" +
+	"\x05query\x18\x02 \x01(\v2\x17.drover.v1.QueryOptionsR\x05query\"r\n" +
+	"\x13JobVersionsResponse\x121\n" +
+	"\bversions\x18\x01 \x03(\v2\x15.drover.v1.JobVersionR\bversions\x12(\n" +
+	"\x04meta\x18\x02 \x01(\v2\x14.drover.v1.QueryMetaR\x04meta\"`\n" +
+	"\n" +
+	"JobVersion\x12 \n" +
+	"\x03job\x18\x01 \x01(\v2\x0e.drover.v1.JobR\x03job\x120\n" +
+	"\achanges\x18\x02 \x03(\v2\x16.drover.v1.FieldChangeR\achanges\"E\n" +
+	"\vFieldChange\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x10\n" +
+	"\x03old\x18\x02 \x01(\tR\x03old\x12\x10\n" +
+	"\x03new\x18\x03 \x01(\tR\x03new\"\xb5\x01\n" +
+	"\x10RevertJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x127\n" +
+	"\x15enforce_prior_version\x18\x03 \x01(\x04H\x00R\x13enforcePriorVersion\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestIdB\x18\n" +
+	"\x16_enforce_prior_version\"\x8d\x01\n" +
+	"\x11RevertJobResponse\x12\x17\n" +
+	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1f\n" +
+	"\vjob_version\x18\x02 \x01(\x04R\n" +
+	"jobVersion\x12(\n" +
+	"\x10job_modify_index\x18\x03 \x01(\x04R\x0ejobModifyIndex\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index2\xb8\x05\n" +
 	"\n" +
 	"JobService\x12I\n" +
 	"\bRegister\x12\x1d.drover.v1.RegisterJobRequest\x1a\x1e.drover.v1.RegisterJobResponse\x12O\n" +
@@ -782,7 +1380,10 @@ const file_drover_v1_job_service_proto_rawDesc = "" +
 	"\x03Get\x12\x18.drover.v1.GetJobRequest\x1a\x19.drover.v1.GetJobResponse\x12?\n" +
 	"\x04List\x12\x1a.drover.v1.ListJobsRequest\x1a\x1b.drover.v1.ListJobsResponse\x12Z\n" +
 	"\vAllocations\x12$.drover.v1.ListJobAllocationsRequest\x1a%.drover.v1.ListJobAllocationsResponse\x12Z\n" +
-	"\vEvaluations\x12$.drover.v1.ListJobEvaluationsRequest\x1a%.drover.v1.ListJobEvaluationsResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\vEvaluations\x12$.drover.v1.ListJobEvaluationsRequest\x1a%.drover.v1.ListJobEvaluationsResponse\x12I\n" +
+	"\bValidate\x12\x1d.drover.v1.ValidateJobRequest\x1a\x1e.drover.v1.ValidateJobResponse\x12I\n" +
+	"\bVersions\x12\x1d.drover.v1.JobVersionsRequest\x1a\x1e.drover.v1.JobVersionsResponse\x12C\n" +
+	"\x06Revert\x12\x1b.drover.v1.RevertJobRequest\x1a\x1c.drover.v1.RevertJobResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_job_service_proto_rawDescOnce sync.Once
@@ -796,7 +1397,7 @@ func file_drover_v1_job_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_job_service_proto_rawDescData
 }
 
-var file_drover_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_drover_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_drover_v1_job_service_proto_goTypes = []any{
 	(*RegisterJobRequest)(nil),         // 0: drover.v1.RegisterJobRequest
 	(*RegisterJobResponse)(nil),        // 1: drover.v1.RegisterJobResponse
@@ -810,47 +1411,70 @@ var file_drover_v1_job_service_proto_goTypes = []any{
 	(*ListJobAllocationsResponse)(nil), // 9: drover.v1.ListJobAllocationsResponse
 	(*ListJobEvaluationsRequest)(nil),  // 10: drover.v1.ListJobEvaluationsRequest
 	(*ListJobEvaluationsResponse)(nil), // 11: drover.v1.ListJobEvaluationsResponse
-	(*Job)(nil),                        // 12: drover.v1.Job
-	(*QueryOptions)(nil),               // 13: drover.v1.QueryOptions
-	(*QueryMeta)(nil),                  // 14: drover.v1.QueryMeta
-	(*PageOptions)(nil),                // 15: drover.v1.PageOptions
-	(*Allocation)(nil),                 // 16: drover.v1.Allocation
-	(*Evaluation)(nil),                 // 17: drover.v1.Evaluation
+	(*ValidateJobRequest)(nil),         // 12: drover.v1.ValidateJobRequest
+	(*ValidateJobResponse)(nil),        // 13: drover.v1.ValidateJobResponse
+	(*FieldViolation)(nil),             // 14: drover.v1.FieldViolation
+	(*JobVersionsRequest)(nil),         // 15: drover.v1.JobVersionsRequest
+	(*JobVersionsResponse)(nil),        // 16: drover.v1.JobVersionsResponse
+	(*JobVersion)(nil),                 // 17: drover.v1.JobVersion
+	(*FieldChange)(nil),                // 18: drover.v1.FieldChange
+	(*RevertJobRequest)(nil),           // 19: drover.v1.RevertJobRequest
+	(*RevertJobResponse)(nil),          // 20: drover.v1.RevertJobResponse
+	(*Job)(nil),                        // 21: drover.v1.Job
+	(*QueryOptions)(nil),               // 22: drover.v1.QueryOptions
+	(*QueryMeta)(nil),                  // 23: drover.v1.QueryMeta
+	(*PageOptions)(nil),                // 24: drover.v1.PageOptions
+	(*Allocation)(nil),                 // 25: drover.v1.Allocation
+	(*Evaluation)(nil),                 // 26: drover.v1.Evaluation
 }
 var file_drover_v1_job_service_proto_depIdxs = []int32{
-	12, // 0: drover.v1.RegisterJobRequest.job:type_name -> drover.v1.Job
-	13, // 1: drover.v1.GetJobRequest.query:type_name -> drover.v1.QueryOptions
-	12, // 2: drover.v1.GetJobResponse.job:type_name -> drover.v1.Job
-	14, // 3: drover.v1.GetJobResponse.meta:type_name -> drover.v1.QueryMeta
-	15, // 4: drover.v1.ListJobsRequest.page:type_name -> drover.v1.PageOptions
-	13, // 5: drover.v1.ListJobsRequest.query:type_name -> drover.v1.QueryOptions
-	12, // 6: drover.v1.ListJobsResponse.jobs:type_name -> drover.v1.Job
-	14, // 7: drover.v1.ListJobsResponse.meta:type_name -> drover.v1.QueryMeta
-	15, // 8: drover.v1.ListJobAllocationsRequest.page:type_name -> drover.v1.PageOptions
-	13, // 9: drover.v1.ListJobAllocationsRequest.query:type_name -> drover.v1.QueryOptions
-	16, // 10: drover.v1.ListJobAllocationsResponse.allocations:type_name -> drover.v1.Allocation
-	14, // 11: drover.v1.ListJobAllocationsResponse.meta:type_name -> drover.v1.QueryMeta
-	15, // 12: drover.v1.ListJobEvaluationsRequest.page:type_name -> drover.v1.PageOptions
-	13, // 13: drover.v1.ListJobEvaluationsRequest.query:type_name -> drover.v1.QueryOptions
-	17, // 14: drover.v1.ListJobEvaluationsResponse.evaluations:type_name -> drover.v1.Evaluation
-	14, // 15: drover.v1.ListJobEvaluationsResponse.meta:type_name -> drover.v1.QueryMeta
-	0,  // 16: drover.v1.JobService.Register:input_type -> drover.v1.RegisterJobRequest
-	2,  // 17: drover.v1.JobService.Deregister:input_type -> drover.v1.DeregisterJobRequest
-	4,  // 18: drover.v1.JobService.Get:input_type -> drover.v1.GetJobRequest
-	6,  // 19: drover.v1.JobService.List:input_type -> drover.v1.ListJobsRequest
-	8,  // 20: drover.v1.JobService.Allocations:input_type -> drover.v1.ListJobAllocationsRequest
-	10, // 21: drover.v1.JobService.Evaluations:input_type -> drover.v1.ListJobEvaluationsRequest
-	1,  // 22: drover.v1.JobService.Register:output_type -> drover.v1.RegisterJobResponse
-	3,  // 23: drover.v1.JobService.Deregister:output_type -> drover.v1.DeregisterJobResponse
-	5,  // 24: drover.v1.JobService.Get:output_type -> drover.v1.GetJobResponse
-	7,  // 25: drover.v1.JobService.List:output_type -> drover.v1.ListJobsResponse
-	9,  // 26: drover.v1.JobService.Allocations:output_type -> drover.v1.ListJobAllocationsResponse
-	11, // 27: drover.v1.JobService.Evaluations:output_type -> drover.v1.ListJobEvaluationsResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	21, // 0: drover.v1.RegisterJobRequest.job:type_name -> drover.v1.Job
+	22, // 1: drover.v1.GetJobRequest.query:type_name -> drover.v1.QueryOptions
+	21, // 2: drover.v1.GetJobResponse.job:type_name -> drover.v1.Job
+	23, // 3: drover.v1.GetJobResponse.meta:type_name -> drover.v1.QueryMeta
+	24, // 4: drover.v1.ListJobsRequest.page:type_name -> drover.v1.PageOptions
+	22, // 5: drover.v1.ListJobsRequest.query:type_name -> drover.v1.QueryOptions
+	21, // 6: drover.v1.ListJobsResponse.jobs:type_name -> drover.v1.Job
+	23, // 7: drover.v1.ListJobsResponse.meta:type_name -> drover.v1.QueryMeta
+	24, // 8: drover.v1.ListJobAllocationsRequest.page:type_name -> drover.v1.PageOptions
+	22, // 9: drover.v1.ListJobAllocationsRequest.query:type_name -> drover.v1.QueryOptions
+	25, // 10: drover.v1.ListJobAllocationsResponse.allocations:type_name -> drover.v1.Allocation
+	23, // 11: drover.v1.ListJobAllocationsResponse.meta:type_name -> drover.v1.QueryMeta
+	24, // 12: drover.v1.ListJobEvaluationsRequest.page:type_name -> drover.v1.PageOptions
+	22, // 13: drover.v1.ListJobEvaluationsRequest.query:type_name -> drover.v1.QueryOptions
+	26, // 14: drover.v1.ListJobEvaluationsResponse.evaluations:type_name -> drover.v1.Evaluation
+	23, // 15: drover.v1.ListJobEvaluationsResponse.meta:type_name -> drover.v1.QueryMeta
+	21, // 16: drover.v1.ValidateJobRequest.job:type_name -> drover.v1.Job
+	14, // 17: drover.v1.ValidateJobResponse.violations:type_name -> drover.v1.FieldViolation
+	21, // 18: drover.v1.ValidateJobResponse.job:type_name -> drover.v1.Job
+	22, // 19: drover.v1.JobVersionsRequest.query:type_name -> drover.v1.QueryOptions
+	17, // 20: drover.v1.JobVersionsResponse.versions:type_name -> drover.v1.JobVersion
+	23, // 21: drover.v1.JobVersionsResponse.meta:type_name -> drover.v1.QueryMeta
+	21, // 22: drover.v1.JobVersion.job:type_name -> drover.v1.Job
+	18, // 23: drover.v1.JobVersion.changes:type_name -> drover.v1.FieldChange
+	0,  // 24: drover.v1.JobService.Register:input_type -> drover.v1.RegisterJobRequest
+	2,  // 25: drover.v1.JobService.Deregister:input_type -> drover.v1.DeregisterJobRequest
+	4,  // 26: drover.v1.JobService.Get:input_type -> drover.v1.GetJobRequest
+	6,  // 27: drover.v1.JobService.List:input_type -> drover.v1.ListJobsRequest
+	8,  // 28: drover.v1.JobService.Allocations:input_type -> drover.v1.ListJobAllocationsRequest
+	10, // 29: drover.v1.JobService.Evaluations:input_type -> drover.v1.ListJobEvaluationsRequest
+	12, // 30: drover.v1.JobService.Validate:input_type -> drover.v1.ValidateJobRequest
+	15, // 31: drover.v1.JobService.Versions:input_type -> drover.v1.JobVersionsRequest
+	19, // 32: drover.v1.JobService.Revert:input_type -> drover.v1.RevertJobRequest
+	1,  // 33: drover.v1.JobService.Register:output_type -> drover.v1.RegisterJobResponse
+	3,  // 34: drover.v1.JobService.Deregister:output_type -> drover.v1.DeregisterJobResponse
+	5,  // 35: drover.v1.JobService.Get:output_type -> drover.v1.GetJobResponse
+	7,  // 36: drover.v1.JobService.List:output_type -> drover.v1.ListJobsResponse
+	9,  // 37: drover.v1.JobService.Allocations:output_type -> drover.v1.ListJobAllocationsResponse
+	11, // 38: drover.v1.JobService.Evaluations:output_type -> drover.v1.ListJobEvaluationsResponse
+	13, // 39: drover.v1.JobService.Validate:output_type -> drover.v1.ValidateJobResponse
+	16, // 40: drover.v1.JobService.Versions:output_type -> drover.v1.JobVersionsResponse
+	20, // 41: drover.v1.JobService.Revert:output_type -> drover.v1.RevertJobResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_job_service_proto_init() }
@@ -862,13 +1486,15 @@ func file_drover_v1_job_service_proto_init() {
 	file_drover_v1_evaluation_proto_init()
 	file_drover_v1_job_proto_init()
 	file_drover_v1_query_proto_init()
+	file_drover_v1_job_service_proto_msgTypes[0].OneofWrappers = []any{}
+	file_drover_v1_job_service_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_job_service_proto_rawDesc), len(file_drover_v1_job_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

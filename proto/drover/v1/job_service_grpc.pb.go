@@ -25,6 +25,9 @@ const (
 	JobService_List_FullMethodName        = "/drover.v1.JobService/List"
 	JobService_Allocations_FullMethodName = "/drover.v1.JobService/Allocations"
 	JobService_Evaluations_FullMethodName = "/drover.v1.JobService/Evaluations"
+	JobService_Validate_FullMethodName    = "/drover.v1.JobService/Validate"
+	JobService_Versions_FullMethodName    = "/drover.v1.JobService/Versions"
+	JobService_Revert_FullMethodName      = "/drover.v1.JobService/Revert"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -45,6 +48,15 @@ type JobServiceClient interface {
 	Allocations(ctx context.Context, in *ListJobAllocationsRequest, opts ...grpc.CallOption) (*ListJobAllocationsResponse, error)
 	// Evaluations lists the job's evaluations.
 	Evaluations(ctx context.Context, in *ListJobEvaluationsRequest, opts ...grpc.CallOption) (*ListJobEvaluationsResponse, error)
+	// Validate checks a job as Register would and answers every problem,
+	// without writing anything. An invalid job is a successful call whose
+	// answer lists the violations.
+	Validate(ctx context.Context, in *ValidateJobRequest, opts ...grpc.CallOption) (*ValidateJobResponse, error)
+	// Versions lists the versions of a job the servers keep, newest first,
+	// each with what changed from the kept version before it.
+	Versions(ctx context.Context, in *JobVersionsRequest, opts ...grpc.CallOption) (*JobVersionsResponse, error)
+	// Revert registers an earlier version of a job again, as a new version.
+	Revert(ctx context.Context, in *RevertJobRequest, opts ...grpc.CallOption) (*RevertJobResponse, error)
 }
 
 type jobServiceClient struct {
@@ -115,6 +127,36 @@ func (c *jobServiceClient) Evaluations(ctx context.Context, in *ListJobEvaluatio
 	return out, nil
 }
 
+func (c *jobServiceClient) Validate(ctx context.Context, in *ValidateJobRequest, opts ...grpc.CallOption) (*ValidateJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateJobResponse)
+	err := c.cc.Invoke(ctx, JobService_Validate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) Versions(ctx context.Context, in *JobVersionsRequest, opts ...grpc.CallOption) (*JobVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JobVersionsResponse)
+	err := c.cc.Invoke(ctx, JobService_Versions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) Revert(ctx context.Context, in *RevertJobRequest, opts ...grpc.CallOption) (*RevertJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevertJobResponse)
+	err := c.cc.Invoke(ctx, JobService_Revert_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -133,6 +175,15 @@ type JobServiceServer interface {
 	Allocations(context.Context, *ListJobAllocationsRequest) (*ListJobAllocationsResponse, error)
 	// Evaluations lists the job's evaluations.
 	Evaluations(context.Context, *ListJobEvaluationsRequest) (*ListJobEvaluationsResponse, error)
+	// Validate checks a job as Register would and answers every problem,
+	// without writing anything. An invalid job is a successful call whose
+	// answer lists the violations.
+	Validate(context.Context, *ValidateJobRequest) (*ValidateJobResponse, error)
+	// Versions lists the versions of a job the servers keep, newest first,
+	// each with what changed from the kept version before it.
+	Versions(context.Context, *JobVersionsRequest) (*JobVersionsResponse, error)
+	// Revert registers an earlier version of a job again, as a new version.
+	Revert(context.Context, *RevertJobRequest) (*RevertJobResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -160,6 +211,15 @@ func (UnimplementedJobServiceServer) Allocations(context.Context, *ListJobAlloca
 }
 func (UnimplementedJobServiceServer) Evaluations(context.Context, *ListJobEvaluationsRequest) (*ListJobEvaluationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Evaluations not implemented")
+}
+func (UnimplementedJobServiceServer) Validate(context.Context, *ValidateJobRequest) (*ValidateJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Validate not implemented")
+}
+func (UnimplementedJobServiceServer) Versions(context.Context, *JobVersionsRequest) (*JobVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Versions not implemented")
+}
+func (UnimplementedJobServiceServer) Revert(context.Context, *RevertJobRequest) (*RevertJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Revert not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -290,6 +350,60 @@ func _JobService_Evaluations_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_Validate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).Validate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_Validate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).Validate(ctx, req.(*ValidateJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_Versions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JobVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).Versions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_Versions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).Versions(ctx, req.(*JobVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_Revert_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevertJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).Revert(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_Revert_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).Revert(ctx, req.(*RevertJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -320,6 +434,18 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Evaluations",
 			Handler:    _JobService_Evaluations_Handler,
+		},
+		{
+			MethodName: "Validate",
+			Handler:    _JobService_Validate_Handler,
+		},
+		{
+			MethodName: "Versions",
+			Handler:    _JobService_Versions_Handler,
+		},
+		{
+			MethodName: "Revert",
+			Handler:    _JobService_Revert_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

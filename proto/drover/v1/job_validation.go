@@ -72,6 +72,8 @@ func validateJob(v *violations, j *Job) {
 		names[tg.GetName()] = struct{}{}
 		validateTaskGroup(v, field, j.GetType(), tg)
 	}
+	validateUpdate(v, "job.update", j.GetType(), j.GetUpdate())
+	validateAutoPromote(v, j.GetTaskGroups())
 }
 
 func validateTaskGroup(v *violations, field string, jobType JobType, tg *TaskGroup) {
@@ -101,6 +103,7 @@ func validateTaskGroup(v *violations, field string, jobType JobType, tg *TaskGro
 	if rp := tg.GetReschedulePolicy(); rp != nil {
 		validateReschedulePolicy(v, field+".reschedule_policy", rp)
 	}
+	validateUpdate(v, field+".update", jobType, tg.GetUpdate())
 	v.stringMap(field+".meta", tg.GetMeta())
 	if len(tg.GetTasks()) > maxListLen {
 		v.add(field+".tasks", "must have at most %d tasks", maxListLen)
@@ -258,6 +261,21 @@ func validateReschedulePolicy(v *violations, field string, rp *ReschedulePolicy)
 
 // Validate checks a job stop request.
 func (r *DeregisterJobRequest) Validate() error {
+	var v violations
+	v.identifier("job_id", r.GetJobId())
+	validateRequestID(&v, r.GetRequestId())
+	return v.err()
+}
+
+// Validate checks a request for a job's versions.
+func (r *JobVersionsRequest) Validate() error {
+	var v violations
+	v.identifier("job_id", r.GetJobId())
+	return v.err()
+}
+
+// Validate checks a revert.
+func (r *RevertJobRequest) Validate() error {
 	var v violations
 	v.identifier("job_id", r.GetJobId())
 	validateRequestID(&v, r.GetRequestId())

@@ -27,6 +27,13 @@ const (
 	MessageTypeNodeStatusBatch   MessageType = 13 // NodeStatusBatchEntry
 	MessageTypeAllocTransition   MessageType = 14 // AllocDesiredTransitionEntry
 
+	// MessageTypeJobRegisterChecked is a JobRegisterEntry with
+	// enforce_index set: a registration applied only if the job's
+	// job_modify_index still matches. Its own type rather than a new field
+	// of JobRegister, because a server that does not know the check would
+	// apply the entry without it and diverge.
+	MessageTypeJobRegisterChecked MessageType = 16
+
 	// MessageTypeClusterMetadata is a ClusterMetadataEntry. Ignorable: a
 	// server that does not know it loses nothing but the cluster id.
 	MessageTypeClusterMetadata MessageType = IgnoreUnknownTypeFlag | 15
@@ -56,21 +63,22 @@ type EntryType struct {
 // read-only. A new type gets a row with the release that introduces it;
 // existing rows never change.
 var entryTypes = [256]EntryType{
-	MessageTypeNodeRegister:      {MessageTypeNodeRegister, "NodeRegister", FirstRelease},
-	MessageTypeNodeStatus:        {MessageTypeNodeStatus, "NodeStatus", FirstRelease},
-	MessageTypeAllocClientUpdate: {MessageTypeAllocClientUpdate, "AllocClientUpdate", FirstRelease},
-	MessageTypeJobRegister:       {MessageTypeJobRegister, "JobRegister", FirstRelease},
-	MessageTypeJobDeregister:     {MessageTypeJobDeregister, "JobDeregister", FirstRelease},
-	MessageTypeEvalUpdate:        {MessageTypeEvalUpdate, "EvalUpdate", FirstRelease},
-	MessageTypePlanResult:        {MessageTypePlanResult, "PlanResult", FirstRelease},
-	MessageTypeServerUpsert:      {MessageTypeServerUpsert, "ServerUpsert", FirstRelease},
-	MessageTypeServerRemove:      {MessageTypeServerRemove, "ServerRemove", FirstRelease},
-	MessageTypeNodeEligibility:   {MessageTypeNodeEligibility, "NodeEligibility", FirstRelease},
-	MessageTypeNodeDrain:         {MessageTypeNodeDrain, "NodeDrain", FirstRelease},
-	MessageTypeGC:                {MessageTypeGC, "GC", FirstRelease},
-	MessageTypeNodeStatusBatch:   {MessageTypeNodeStatusBatch, "NodeStatusBatch", FirstRelease},
-	MessageTypeAllocTransition:   {MessageTypeAllocTransition, "AllocTransition", FirstRelease},
-	MessageTypeClusterMetadata:   {MessageTypeClusterMetadata, "ClusterMetadata", "0.2.0"},
+	MessageTypeNodeRegister:       {MessageTypeNodeRegister, "NodeRegister", FirstRelease},
+	MessageTypeNodeStatus:         {MessageTypeNodeStatus, "NodeStatus", FirstRelease},
+	MessageTypeAllocClientUpdate:  {MessageTypeAllocClientUpdate, "AllocClientUpdate", FirstRelease},
+	MessageTypeJobRegister:        {MessageTypeJobRegister, "JobRegister", FirstRelease},
+	MessageTypeJobDeregister:      {MessageTypeJobDeregister, "JobDeregister", FirstRelease},
+	MessageTypeEvalUpdate:         {MessageTypeEvalUpdate, "EvalUpdate", FirstRelease},
+	MessageTypePlanResult:         {MessageTypePlanResult, "PlanResult", FirstRelease},
+	MessageTypeServerUpsert:       {MessageTypeServerUpsert, "ServerUpsert", FirstRelease},
+	MessageTypeServerRemove:       {MessageTypeServerRemove, "ServerRemove", FirstRelease},
+	MessageTypeNodeEligibility:    {MessageTypeNodeEligibility, "NodeEligibility", FirstRelease},
+	MessageTypeNodeDrain:          {MessageTypeNodeDrain, "NodeDrain", FirstRelease},
+	MessageTypeGC:                 {MessageTypeGC, "GC", FirstRelease},
+	MessageTypeNodeStatusBatch:    {MessageTypeNodeStatusBatch, "NodeStatusBatch", FirstRelease},
+	MessageTypeAllocTransition:    {MessageTypeAllocTransition, "AllocTransition", FirstRelease},
+	MessageTypeClusterMetadata:    {MessageTypeClusterMetadata, "ClusterMetadata", "0.2.0"},
+	MessageTypeJobRegisterChecked: {MessageTypeJobRegisterChecked, "JobRegisterChecked", "0.2.0"},
 }
 
 // EntryTypes lists every entry type in type order.

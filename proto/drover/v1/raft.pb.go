@@ -305,7 +305,12 @@ type JobRegisterEntry struct {
 	// The client's idempotency key; empty when the client sent none. A
 	// request id already applied makes the entry a no-op that returns the
 	// first result.
-	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Apply only if the job's job_modify_index is this one (0: only if the
+	// job does not exist). Written only in entries of type
+	// JobRegisterChecked, which servers that do not know the check never
+	// see.
+	EnforceIndex  *uint64 `protobuf:"varint,5,opt,name=enforce_index,json=enforceIndex,proto3,oneof" json:"enforce_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +371,13 @@ func (x *JobRegisterEntry) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *JobRegisterEntry) GetEnforceIndex() uint64 {
+	if x != nil && x.EnforceIndex != nil {
+		return *x.EnforceIndex
+	}
+	return 0
 }
 
 // JobDeregisterEntry marks a job stopped and writes the evaluation that
@@ -1162,13 +1174,15 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"\x10NodeAllocUpdates\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x124\n" +
 	"\x06allocs\x18\x02 \x03(\v2\x1c.drover.v1.AllocClientUpdateR\x06allocs\x12+\n" +
-	"\x05evals\x18\x03 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xa1\x01\n" +
+	"\x05evals\x18\x03 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xdd\x01\n" +
 	"\x10JobRegisterEntry\x12 \n" +
 	"\x03job\x18\x01 \x01(\v2\x0e.drover.v1.JobR\x03job\x12)\n" +
 	"\x04eval\x18\x02 \x01(\v2\x15.drover.v1.EvaluationR\x04eval\x12!\n" +
 	"\fsubmitted_at\x18\x03 \x01(\x03R\vsubmittedAt\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\x9e\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12(\n" +
+	"\renforce_index\x18\x05 \x01(\x04H\x00R\fenforceIndex\x88\x01\x01B\x10\n" +
+	"\x0e_enforce_index\"\x9e\x01\n" +
 	"\x12JobDeregisterEntry\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x04eval\x18\x02 \x01(\v2\x15.drover.v1.EvaluationR\x04eval\x12'\n" +
@@ -1318,6 +1332,7 @@ func file_drover_v1_raft_proto_init() {
 	file_drover_v1_node_proto_init()
 	file_drover_v1_plan_proto_init()
 	file_drover_v1_server_proto_init()
+	file_drover_v1_raft_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -136,6 +136,10 @@ func (m *JobRegisterEntry) CloneVT() *JobRegisterEntry {
 	r.Eval = m.Eval.CloneVT()
 	r.SubmittedAt = m.SubmittedAt
 	r.RequestId = m.RequestId
+	if rhs := m.EnforceIndex; rhs != nil {
+		tmpVal := *rhs
+		r.EnforceIndex = &tmpVal
+	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -643,6 +647,9 @@ func (this *JobRegisterEntry) EqualVT(that *JobRegisterEntry) bool {
 		return false
 	}
 	if this.RequestId != that.RequestId {
+		return false
+	}
+	if p, q := this.EnforceIndex, that.EnforceIndex; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -1399,6 +1406,11 @@ func (m *JobRegisterEntry) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.EnforceIndex != nil {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.EnforceIndex))
+		i--
+		dAtA[i] = 0x28
 	}
 	if len(m.RequestId) > 0 {
 		i -= len(m.RequestId)
@@ -2277,6 +2289,9 @@ func (m *JobRegisterEntry) SizeVT() (n int) {
 	l = len(m.RequestId)
 	if l > 0 {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.EnforceIndex != nil {
+		n += 1 + protohelpers.SizeOfVarint(uint64(*m.EnforceIndex))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -3325,6 +3340,26 @@ func (m *JobRegisterEntry) UnmarshalVT(dAtA []byte) error {
 			}
 			m.RequestId = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field EnforceIndex", wireType)
+			}
+			var v uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.EnforceIndex = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -53,7 +53,7 @@ func CheckPortable(m proto.Message) error {
 	if path == "" {
 		path = requestPathUnknown
 	}
-	return &ValidationError{Violations: []FieldViolation{{Field: path, Description: desc}}}
+	return &ValidationError{Violations: []*FieldViolation{{Field: path, Description: desc}}}
 }
 
 // portable walks m without building paths or allocating.

@@ -7,17 +7,10 @@ import (
 	"github.com/google/uuid"
 )
 
-// FieldViolation says what is wrong with one field of a request. Field is
-// the path of the field in the request, e.g. "node.resources.cpu_mhz".
-type FieldViolation struct {
-	Field       string
-	Description string
-}
-
 // ValidationError lists the field violations of one request. The rpc layer
 // turns it into INVALID_ARGUMENT with a BadRequest detail per violation.
 type ValidationError struct {
-	Violations []FieldViolation
+	Violations []*FieldViolation
 }
 
 // Error joins the violations into one line, naming every field.
@@ -51,11 +44,11 @@ const (
 
 // violations collects field violations while a request is checked.
 type violations struct {
-	list []FieldViolation
+	list []*FieldViolation
 }
 
 func (v *violations) add(field, format string, args ...any) {
-	v.list = append(v.list, FieldViolation{Field: field, Description: fmt.Sprintf(format, args...)})
+	v.list = append(v.list, &FieldViolation{Field: field, Description: fmt.Sprintf(format, args...)})
 }
 
 // err returns nil when nothing was wrong, so callers can return it directly.

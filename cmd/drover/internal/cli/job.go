@@ -27,6 +27,9 @@ func jobCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			jobRunCommand(stdin, stdout, stderr),
 			jobStatusCommand(stdout, stderr),
 			jobStopCommand(stdout, stderr),
+			jobValidateCommand(stdin, stdout, stderr),
+			jobHistoryCommand(stdout, stderr),
+			jobRevertCommand(stdout, stderr),
 		},
 		Exec: groupExec(stderr),
 	}
@@ -37,6 +40,7 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 	fs.SetOutput(stderr)
 	opts := clientFlags(fs, false)
 	w := jobWriteFlags(fs, "registered")
+	checkIndex := fs.Int64("check-index", -1, "register only if the job's job_modify_index is still this one (0: only if the job does not exist); see `drover job status`")
 	return &ffcli.Command{
 		Name:       "run",
 		ShortUsage: "drover job run [flags] FILE",
@@ -45,7 +49,9 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			"docs/jobs.md for the format. Unless -detach, follow the evaluation that\n" +
 			"schedules the job until it finishes and summarise what it placed and why\n" +
 			"anything could not be placed. -timeout bounds the whole command, the\n" +
-			"follow included; Ctrl-C stops following and leaves the job registered.",
+			"follow included; Ctrl-C stops following and leaves the job registered.\n" +
+			"With -check-index N the job is registered only if nobody changed it\n" +
+			"since it was at job_modify_index N; the server checks when it writes.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
@@ -60,12 +66,17 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 				return err
 			}
 			defer closeSession()
-			resp, err := droverv1.NewJobServiceClient(s.conn).Register(ctx,
-				&droverv1.RegisterJobRequest{Job: job, RequestId: w.id()})
+			req := &droverv1.RegisterJobRequest{Job: job, RequestId: w.id()}
+			if *checkIndex >= 0 {
+				idx := uint64(*checkIndex)
+				req.EnforceIndex = &idx
+			}
+			resp, err := droverv1.NewJobServiceClient(s.conn).Register(ctx, req)
 			if err != nil {
 				return s.fail(ctx, fmt.Sprintf("registering job %q", job.GetId()), err)
 			}
 			fmt.Fprintf(stdout, "Job %q registered at version %d\n", job.GetId(), resp.GetJobVersion())
+			printWarnings(stdout, resp.GetWarnings())
 			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), w.detach, groupNames(job))
 		},
 	}

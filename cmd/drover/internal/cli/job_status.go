@@ -150,6 +150,8 @@ func printJobStatus(w io.Writer, v jobView) error {
 		{"Datacenters", strings.Join(j.GetDatacenters(), ",")},
 		{"Status", jobStatus(j)},
 		{"Version", strconv.FormatUint(j.GetVersion(), 10)},
+		{"Stable", strconv.FormatBool(j.GetStable())},
+		{"Job Modify Index", strconv.FormatUint(j.GetJobModifyIndex(), 10)},
 		{"Stop", strconv.FormatBool(j.GetStop())},
 	})
 	if err != nil {

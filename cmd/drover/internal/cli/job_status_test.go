@@ -13,7 +13,7 @@ func TestPrintJobStatus(t *testing.T) {
 	ago := func(d time.Duration) int64 { return now.Add(-d).UnixNano() }
 	job := &droverv1.Job{
 		Id: "web", Name: "web frontend", Type: droverv1.JobType_JOB_TYPE_SERVICE, Priority: 60,
-		Datacenters: []string{"dc1", "dc2"}, Status: droverv1.JobStatus_JOB_STATUS_RUNNING, Version: 2,
+		Datacenters: []string{"dc1", "dc2"}, Status: droverv1.JobStatus_JOB_STATUS_RUNNING, Version: 2, Stable: true, JobModifyIndex: 17,
 		TaskGroups: []*droverv1.TaskGroup{{Name: "web", Count: 3}, {Name: "db", Count: 1}},
 	}
 	alloc := func(id, group string, version uint64, desired droverv1.AllocDesiredStatus, client droverv1.AllocClientStatus, index uint64, created time.Duration) *droverv1.Allocation {
@@ -45,15 +45,17 @@ func TestPrintJobStatus(t *testing.T) {
 		{
 			name: "running job",
 			view: jobView{job: job, allocs: allocs, evals: evals, now: now},
-			want: `ID          = web
-Name        = web frontend
-Submit Date = <none>
-Type        = service
-Priority    = 60
-Datacenters = dc1,dc2
-Status      = running
-Version     = 2
-Stop        = false
+			want: `ID               = web
+Name             = web frontend
+Submit Date      = <none>
+Type             = service
+Priority         = 60
+Datacenters      = dc1,dc2
+Status           = running
+Version          = 2
+Stable           = true
+Job Modify Index = 17
+Stop             = false
 
 Summary
 Task Group  Desired  Pending  Running  Complete  Failed  Lost  Unknown
@@ -90,15 +92,17 @@ ID        Node ID   Task Group  Version  Desired  Status    Created
 				now:     now,
 				verbose: true,
 			},
-			want: `ID          = batch-1
-Name        = batch-1
-Submit Date = <none>
-Type        = batch
-Priority    = 50
-Datacenters = dc1
-Status      = dead (stopped)
-Version     = 0
-Stop        = true
+			want: `ID               = batch-1
+Name             = batch-1
+Submit Date      = <none>
+Type             = batch
+Priority         = 50
+Datacenters      = dc1
+Status           = dead (stopped)
+Version          = 0
+Stable           = false
+Job Modify Index = 0
+Stop             = true
 
 Summary
 Task Group  Desired  Pending  Running  Complete  Failed  Lost  Unknown

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -149,6 +150,15 @@ func normalizeMessage(path string, md protoreflect.MessageDescriptor, obj map[st
 				obj[key] = ns
 				changed = true
 			}
+		case fd.Kind() == protoreflect.MessageKind && fd.Message().FullName() == durationMessage:
+			canonical, converted, err := durationMessageValue(value)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", fieldPath, err)
+			}
+			if converted {
+				obj[key] = canonical
+				changed = true
+			}
 		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap():
 			c, err := normalizeNested(fieldPath, fd, value)
 			if err != nil {
@@ -205,6 +215,33 @@ func durationValue(value any) (json.Number, bool, error) {
 		return "", false, fmt.Errorf("invalid duration %q: want nanoseconds or a duration such as \"30s\" or \"1h30m\"", s)
 	}
 	return json.Number(strconv.FormatInt(int64(d), 10)), true, nil
+}
+
+// durationMessage is the type of the job's google.protobuf.Duration fields
+// (the update block's).
+const durationMessage protoreflect.FullName = "google.protobuf.Duration"
+
+// durationMessageValue converts a Go duration string ("5m", "1h30m") given
+// for a google.protobuf.Duration field into protojson's form ("300s"),
+// which accepts only seconds. Other values are left for protojson to judge.
+func durationMessageValue(value any) (string, bool, error) {
+	s, ok := value.(string)
+	if !ok {
+		return "", false, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return "", false, fmt.Errorf("invalid duration %q: want a duration such as \"30s\", \"5m\" or \"1h30m\"", s)
+	}
+	b, err := protojson.Marshal(durationpb.New(d))
+	if err != nil {
+		return "", false, fmt.Errorf("duration %q: %w", s, err)
+	}
+	var canonical string
+	if err := json.Unmarshal(b, &canonical); err != nil {
+		return "", false, fmt.Errorf("duration %q: %w", s, err)
+	}
+	return canonical, canonical != s, nil
 }
 
 // fieldByJSONKey finds the field a JSON key names: protojson accepts both

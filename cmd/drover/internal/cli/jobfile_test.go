@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -58,6 +59,20 @@ func TestParseJob(t *testing.T) {
 			file: `{"id": "web", "task_groups": [{"name": "a"}, {"name": "b", "reschedule_policy": {"delay": "2s"}}]}`,
 			want: &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "a"},
 				{Name: "b", ReschedulePolicy: &droverv1.ReschedulePolicy{Delay: int64(2 * time.Second)}}}},
+		},
+		{
+			name: "update block durations as Go durations or protojson seconds",
+			file: `{"id": "web", "update": {"max_parallel": 0, "stagger": "1.5s"}, "task_groups": [{"name": "g",
+				"update": {"min_healthy_time": "30s", "healthy_deadline": "5m", "progress_deadline": "1h30m", "canary": 1}}]}`,
+			want: &droverv1.Job{Id: "web", Update: &droverv1.UpdateStrategy{MaxParallel: proto.Int32(0), Stagger: durationpb.New(1500 * time.Millisecond)},
+				TaskGroups: []*droverv1.TaskGroup{{Name: "g", Update: &droverv1.UpdateStrategy{
+					MinHealthyTime: durationpb.New(30 * time.Second), HealthyDeadline: durationpb.New(5 * time.Minute),
+					ProgressDeadline: durationpb.New(90 * time.Minute), Canary: proto.Int32(1)}}}},
+		},
+		{
+			name:    "invalid update duration",
+			file:    `{"id": "web", "task_groups": [{"name": "g", "update": {"healthy_deadline": "later"}}]}`,
+			wantErr: `task_groups[0].update.healthy_deadline: invalid duration "later"`,
 		},
 		{
 			name:    "invalid duration",
