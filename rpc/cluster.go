@@ -109,6 +109,13 @@ func (s *operatorService) StateDigest(context.Context, *droverv1.StateDigestRequ
 	return &droverv1.StateDigestResponse{Index: snap.Index(), Tables: tables}, nil
 }
 
+// JobPlanner answers JobService.Plan.
+type JobPlanner interface {
+	// PlanJob runs the scheduler for a canonical, valid job against this
+	// server's state without writing anything.
+	PlanJob(ctx context.Context, job *droverv1.Job) (*droverv1.PlanJobResponse, error)
+}
+
 // Collector runs garbage collection on the leader.
 type Collector interface {
 	// GarbageCollect collects everything collectable now, whatever its age.

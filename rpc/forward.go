@@ -38,6 +38,7 @@ var leaderMethods = map[string]bool{
 	droverv1.JobService_Register_FullMethodName:                    true,
 	droverv1.JobService_Deregister_FullMethodName:                  true,
 	droverv1.JobService_Revert_FullMethodName:                      true,
+	droverv1.JobService_Plan_FullMethodName:                        true,
 	droverv1.ClusterService_Join_FullMethodName:                    true,
 	droverv1.OperatorService_RaftListPeers_FullMethodName:          true,
 	droverv1.OperatorService_RaftRemovePeer_FullMethodName:         true,

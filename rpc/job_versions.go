@@ -30,6 +30,28 @@ func (s *jobService) Validate(_ context.Context, req *droverv1.ValidateJobReques
 	return resp, nil
 }
 
+// Plan canonicalizes and checks a job as Register does, then has the
+// leader's scheduler say what registering it would do, writing nothing.
+func (s *jobService) Plan(ctx context.Context, req *droverv1.PlanJobRequest) (*droverv1.PlanJobResponse, error) {
+	job := req.GetJob()
+	if job != nil {
+		job.ClearServerFields()
+		job.Canonicalize()
+	}
+	if err := (&droverv1.RegisterJobRequest{Job: job}).Validate(); err != nil {
+		return nil, err
+	}
+	if s.planner == nil {
+		return nil, fmt.Errorf("job planning is not running on this server: %w", ErrUnavailable)
+	}
+	resp, err := s.planner.PlanJob(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	resp.Warnings = job.Warnings()
+	return resp, nil
+}
+
 // Versions answers the kept versions of a job, newest first, each with the
 // changes from the next older kept one.
 func (s *jobService) Versions(ctx context.Context, req *droverv1.JobVersionsRequest) (*droverv1.JobVersionsResponse, error) {

@@ -44,6 +44,9 @@ type Config struct {
 	// nil answers it UNAVAILABLE.
 	Collector Collector
 
+	// JobPlanner answers JobService.Plan; nil answers it UNAVAILABLE.
+	JobPlanner JobPlanner
+
 	// Credentials secure the listener (mutual TLS); nil serves plaintext,
 	// for development and trusted networks only.
 	Credentials credentials.TransportCredentials
@@ -104,6 +107,7 @@ type services struct {
 	cluster       Cluster
 	sched         Scheduling
 	collector     Collector
+	planner       JobPlanner
 	logger        *slog.Logger
 	reports       *committer[*droverv1.NodeAllocUpdates]
 	registrations *committer[*droverv1.Node]
@@ -131,7 +135,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		}
 		cancel()
 	}()
-	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, collector: cfg.Collector, logger: logger, shutdown: shutdown}
+	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, collector: cfg.Collector, planner: cfg.JobPlanner, logger: logger, shutdown: shutdown}
 	fwd := newForwarder(c, b.LastContact, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout), cfg.PeerCredentials, shutdown.Done())
 	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {

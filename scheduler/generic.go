@@ -116,7 +116,8 @@ func (g *genericScheduler) pass(ctx context.Context, eval *droverv1.Evaluation) 
 		out = place(ec, job, eval, res.place)
 	}
 	plan := ec.plan()
-	if len(plan.GetNodePlans()) == 0 {
+	plan.DesiredUpdates = res.desiredUpdates()
+	if len(plan.GetNodePlans()) == 0 && !g.cfg.SubmitEmptyPlans {
 		return out, false, nil
 	}
 	result, refreshed, err := g.planner.SubmitPlan(ctx, plan)

@@ -113,7 +113,20 @@ type destructiveUpdate struct {
 // inplace, destructive, reconnect or ignore; place counts new allocations
 // other than those of destructive updates.
 type groupDesired struct {
-	place, stop, inplace, destructive, ignore, reconnect int
+	place, stop, inplace, destructive, ignore, reconnect, migrate int
+}
+
+// desiredUpdates turns the counts into the plan's annotations.
+func (r *reconcileResult) desiredUpdates() map[string]*droverv1.DesiredUpdates {
+	out := make(map[string]*droverv1.DesiredUpdates, len(r.desired))
+	for group, d := range r.desired {
+		out[group] = &droverv1.DesiredUpdates{
+			Place: int32(d.place), Stop: int32(d.stop), InPlaceUpdate: int32(d.inplace),
+			DestructiveUpdate: int32(d.destructive), Ignore: int32(d.ignore),
+			Reconnect: int32(d.reconnect), Migrate: int32(d.migrate),
+		}
+	}
+	return out
 }
 
 // reconcile decides, for each task group of a service or batch job, what

@@ -13,6 +13,7 @@ const (
 	actionInPlace
 	actionDestructive
 	actionReconnect
+	actionMigrate
 )
 
 // groupChanges collects the decisions about one task group's allocations
@@ -84,6 +85,14 @@ func (c *groupChanges) destructive(a *droverv1.Allocation, p placement) {
 	c.acted[a.GetId()] = actionDestructive
 }
 
+// migrate stops an allocation leaving a draining node and places its
+// replacement.
+func (c *groupChanges) migrate(a *droverv1.Allocation, p placement) {
+	c.res.stop = append(c.res.stop, newAllocStop(a, allocMigrating, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED))
+	c.res.place = append(c.res.place, p)
+	c.acted[a.GetId()] = actionMigrate
+}
+
 // inPlace moves an allocation to the job's version.
 func (c *groupChanges) inPlace(a *droverv1.Allocation, job *droverv1.Job, evalID string) {
 	cp := c.copyOf(a)
@@ -109,11 +118,12 @@ func (c *groupChanges) copyOf(a *droverv1.Allocation) *droverv1.Allocation {
 }
 
 // finish moves the changed copies into the result, dropping those of
-// allocations that are being stopped, and counts the decisions.
+// allocations that are being stopped, and counts the decisions about every
+// allocation the servers still want running.
 func (c *groupChanges) finish() {
 	for _, a := range c.copyOrder {
 		switch c.acted[a.GetId()] {
-		case actionStop, actionDestructive:
+		case actionStop, actionDestructive, actionMigrate:
 			continue
 		}
 		cp := c.copies[a.GetId()]
@@ -133,8 +143,13 @@ func (c *groupChanges) finish() {
 			c.desired.destructive++
 		case actionReconnect:
 			c.desired.reconnect++
+		case actionMigrate:
+			c.desired.migrate++
 		default:
-			c.desired.ignore++
+			// Allocations stopped before are history, not left alone.
+			if !a.ServerTerminal() {
+				c.desired.ignore++
+			}
 		}
 	}
 }

@@ -281,8 +281,7 @@ func (g *groupReconciler) update() {
 // migrateAll stops allocations leaving their node and replaces each.
 func (g *groupReconciler) migrateAll() {
 	for _, a := range g.migrate {
-		g.ch.stop(a, allocMigrating, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED)
-		g.ch.place(placement{name: a.GetName(), group: g.group, previous: a})
+		g.ch.migrate(a, placement{name: a.GetName(), group: g.group, previous: a})
 	}
 }
 

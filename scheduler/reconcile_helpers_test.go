@@ -254,21 +254,35 @@ func rcEvalStatus(s droverv1.EvalStatus) func(*reconcileInput) {
 	}
 }
 
-// rcCheckCounts checks that every allocation is counted exactly once in
-// its group's desired counts, and that the counts match the result.
+// rcCheckCounts checks that every allocation the servers want running, or
+// the reconciler acted on, is counted exactly once in its group's desired
+// counts, and that the counts match the result.
 func rcCheckCounts(t *testing.T, allocs []*droverv1.Allocation, res *reconcileResult) {
 	t.Helper()
+	acted := make(map[string]bool)
+	for _, st := range res.stop {
+		acted[st.alloc.GetId()] = true
+	}
+	for _, d := range res.destructive {
+		acted[d.stop.alloc.GetId()] = true
+	}
+	for _, a := range res.inplace {
+		acted[a.GetId()] = true
+	}
 	perGroup := make(map[string]int)
 	for _, a := range allocs {
-		perGroup[a.GetTaskGroup()]++
+		if !a.ServerTerminal() || acted[a.GetId()] {
+			perGroup[a.GetTaskGroup()]++
+		}
 	}
 	var stops, places, destructive, inplace int
 	for g, d := range res.desired {
-		if got := d.stop + d.inplace + d.destructive + d.ignore + d.reconnect; got != perGroup[g] {
+		if got := d.stop + d.inplace + d.destructive + d.ignore + d.reconnect + d.migrate; got != perGroup[g] {
 			t.Errorf("group %s: desired counts %+v cover %d allocations, want %d", g, *d, got, perGroup[g])
 		}
-		stops += d.stop
-		places += d.place
+		// A migration stops the allocation and places its replacement.
+		stops += d.stop + d.migrate
+		places += d.place + d.migrate
 		destructive += d.destructive
 		inplace += d.inplace
 	}

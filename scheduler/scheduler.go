@@ -92,6 +92,9 @@ type Config struct {
 	// Seed seeds placement randomness (node order, port and address
 	// choice); zero means a random seed per evaluation.
 	Seed uint64
+	// SubmitEmptyPlans submits a plan that changes nothing too, so that a
+	// planner that records plans sees every decision (JobService.Plan).
+	SubmitEmptyPlans bool
 }
 
 // DefaultMaxCandidates is how many feasible nodes are ranked per placement

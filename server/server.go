@@ -196,6 +196,7 @@ func New(cfg Config) (s *Server, err error) {
 		Limits:                   cfg.Limits,
 		Scheduling:               schedulingRPC,
 		Collector:                s.gc,
+		JobPlanner:               jobPlanner{s},
 		Credentials:              s.security.listen,
 		PeerCredentials:          s.security.dial,
 		RequireServerIdentity:    s.security.requireServer,

@@ -11,6 +11,7 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/scheduler"
+	"github.com/droverhq/drover/server/jobplan"
 	"github.com/droverhq/drover/worker"
 )
 
@@ -32,7 +33,7 @@ func newWorkerPool(s *Server) (*workerPool, error) {
 	}
 	client := schedulerClient{c: droverv1.NewSchedulerServiceClient(conn), serverID: s.id}
 	cfg := s.cfg.Scheduler
-	schedCfg := scheduler.Config{AllocCIDR: cfg.AllocCIDR, Logger: s.logger.With("component", "scheduler")}
+	schedCfg := s.schedulerConfig()
 	newScheduler := func(typ droverv1.JobType, st scheduler.State, p scheduler.Planner) (scheduler.Scheduler, error) {
 		return scheduler.New(typ, st, p, schedCfg)
 	}
@@ -92,6 +93,20 @@ func (w *workerPool) update(req *droverv1.UpdateSchedulerWorkersRequest) (*drove
 		}
 	}
 	return w.describe(), nil
+}
+
+// schedulerConfig is how this server's schedulers are configured, for the
+// workers and for job plans alike, so that a plan decides as they would.
+func (s *Server) schedulerConfig() scheduler.Config {
+	return scheduler.Config{AllocCIDR: s.cfg.Scheduler.AllocCIDR, Logger: s.logger.With("component", "scheduler")}
+}
+
+// jobPlanner answers JobService.Plan from this server's state.
+type jobPlanner struct{ s *Server }
+
+// PlanJob runs the scheduler for job against a snapshot of the state.
+func (p jobPlanner) PlanJob(ctx context.Context, job *droverv1.Job) (*droverv1.PlanJobResponse, error) {
+	return jobplan.Plan(ctx, p.s.state.Snapshot(), p.s.schedulerConfig(), job, time.Now().UnixNano())
 }
 
 // localState is the state store as workers see it.

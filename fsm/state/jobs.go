@@ -50,17 +50,8 @@ func (tx *txn) upsertJob(e *droverv1.JobRegisterEntry) (*droverv1.Job, error) {
 		return nil, err
 	}
 	current := old
-	if old == nil || old.GetStop() || !old.SpecEqual(j) {
-		j.ClearServerFields()
-		if old != nil {
-			j.Version = old.GetVersion() + 1
-			j.CreateIndex = old.GetCreateIndex()
-		} else {
-			j.CreateIndex = tx.index
-		}
-		j.JobModifyIndex = tx.index
-		j.ModifyIndex = tx.index
-		j.SubmitTime = e.GetSubmittedAt()
+	if j.Supersedes(old) {
+		j.BecomeNextVersion(old, tx.index, e.GetSubmittedAt())
 		j.Status = jobStatus(j, tx.jobSet(j.GetId()))
 		if err := tx.putJobVersion(j); err != nil {
 			return nil, err

@@ -29,9 +29,16 @@ func Node() *droverv1.Node {
 
 // Job returns a canonical service job with one group of count allocations.
 func Job(count int32) *droverv1.Job {
+	return JobOfType(droverv1.JobType_JOB_TYPE_SERVICE, count)
+}
+
+// JobOfType returns a canonical job of the type with one group of count
+// allocations. Canonicalizing depends on the type (a batch job gets no
+// update block), so set the type here rather than on a Job.
+func JobOfType(typ droverv1.JobType, count int32) *droverv1.Job {
 	j := &droverv1.Job{
 		Id:          "job-" + ID()[:8],
-		Type:        droverv1.JobType_JOB_TYPE_SERVICE,
+		Type:        typ,
 		Datacenters: []string{"dc1"},
 		TaskGroups: []*droverv1.TaskGroup{{
 			Name:      "web",

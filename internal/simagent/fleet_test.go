@@ -131,8 +131,7 @@ func TestFleetCompletesBatchWork(t *testing.T) {
 	f := startFleet(t, []string{srv.RPCAddr()}, 5, func(c *simagent.Config) { c.BatchRunTime = 200 * time.Millisecond })
 	waitReady(t, srv, f)
 
-	job := mock.Job(10)
-	job.Type = droverv1.JobType_JOB_TYPE_BATCH
+	job := mock.JobOfType(droverv1.JobType_JOB_TYPE_BATCH, 10)
 	job.TaskGroups[0].Resources.Ports = nil
 	registerJob(t, srv, job)
 	complete := droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE

@@ -79,6 +79,29 @@ func (j *Job) ClearServerFields() {
 	j.Stable = false
 }
 
+// Supersedes reports whether registering j when old is stored (nil: no job
+// of that id) makes a new version: old is missing, stopped, or has another
+// specification.
+func (j *Job) Supersedes(old *Job) bool {
+	return old == nil || old.GetStop() || !old.SpecEqual(j)
+}
+
+// BecomeNextVersion sets the server-owned fields of j, registered at raft
+// index with submission time submittedAt, as the version after old (nil:
+// the first). The status is left for the caller, who knows the
+// allocations.
+func (j *Job) BecomeNextVersion(old *Job, index uint64, submittedAt int64) {
+	j.ClearServerFields()
+	j.CreateIndex = index
+	if old != nil {
+		j.Version = old.GetVersion() + 1
+		j.CreateIndex = old.GetCreateIndex()
+	}
+	j.JobModifyIndex = index
+	j.ModifyIndex = index
+	j.SubmitTime = submittedAt
+}
+
 // LookupTaskGroup returns the group named name, or nil.
 func (j *Job) LookupTaskGroup(name string) *TaskGroup {
 	for _, tg := range j.GetTaskGroups() {

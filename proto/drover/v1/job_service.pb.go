@@ -1277,11 +1277,171 @@ func (x *RevertJobResponse) GetIndex() uint64 {
 	return 0
 }
 
+// PlanJobRequest submits a job to plan.
+type PlanJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanJobRequest) Reset() {
+	*x = PlanJobRequest{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanJobRequest) ProtoMessage() {}
+
+func (x *PlanJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanJobRequest.ProtoReflect.Descriptor instead.
+func (*PlanJobRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PlanJobRequest) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+// PlanJobResponse is what registering the job would do, as the scheduler
+// decides it on the state planned against.
+type PlanJobResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job_modify_index of the job planned against; 0 when the job does
+	// not exist. Register with it as enforce_index to make exactly this
+	// change, or none if the job changed meanwhile.
+	JobModifyIndex uint64 `protobuf:"varint,1,opt,name=job_modify_index,json=jobModifyIndex,proto3" json:"job_modify_index,omitempty"`
+	// Whether a job of that id exists.
+	JobExists bool `protobuf:"varint,2,opt,name=job_exists,json=jobExists,proto3" json:"job_exists,omitempty"`
+	// What changes in the specification from the current version, as in
+	// JobVersion.changes; empty for a new job or an unchanged one.
+	Changes []*FieldChange `protobuf:"bytes,3,rep,name=changes,proto3" json:"changes,omitempty"`
+	// What the scheduler would do with each task group's allocations, by
+	// group name.
+	DesiredUpdates map[string]*DesiredUpdates `protobuf:"bytes,4,rep,name=desired_updates,json=desiredUpdates,proto3" json:"desired_updates,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Groups whose allocations could not all be placed, and why, as the
+	// evaluation would record it.
+	PlacementFailures []*PlacementFailure `protobuf:"bytes,5,rep,name=placement_failures,json=placementFailures,proto3" json:"placement_failures,omitempty"`
+	// Whether an evaluation would wait for capacity to place the rest.
+	WouldBlock bool `protobuf:"varint,6,opt,name=would_block,json=wouldBlock,proto3" json:"would_block,omitempty"`
+	// What the job does that is allowed but likely not meant.
+	Warnings []string `protobuf:"bytes,7,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The raft index of the state planned against.
+	Index         uint64 `protobuf:"varint,8,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanJobResponse) Reset() {
+	*x = PlanJobResponse{}
+	mi := &file_drover_v1_job_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanJobResponse) ProtoMessage() {}
+
+func (x *PlanJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_job_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanJobResponse.ProtoReflect.Descriptor instead.
+func (*PlanJobResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_job_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PlanJobResponse) GetJobModifyIndex() uint64 {
+	if x != nil {
+		return x.JobModifyIndex
+	}
+	return 0
+}
+
+func (x *PlanJobResponse) GetJobExists() bool {
+	if x != nil {
+		return x.JobExists
+	}
+	return false
+}
+
+func (x *PlanJobResponse) GetChanges() []*FieldChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *PlanJobResponse) GetDesiredUpdates() map[string]*DesiredUpdates {
+	if x != nil {
+		return x.DesiredUpdates
+	}
+	return nil
+}
+
+func (x *PlanJobResponse) GetPlacementFailures() []*PlacementFailure {
+	if x != nil {
+		return x.PlacementFailures
+	}
+	return nil
+}
+
+func (x *PlanJobResponse) GetWouldBlock() bool {
+	if x != nil {
+		return x.WouldBlock
+	}
+	return false
+}
+
+func (x *PlanJobResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *PlanJobResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_drover_v1_job_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_job_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bdrover/v1/job_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x15drover/v1/query.proto\"\x91\x01\n" +
+	"\x1bdrover/v1/job_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/plan.proto\x1a\x15drover/v1/query.proto\"\x91\x01\n" +
 	"\x12RegisterJobRequest\x12 \n" +
 	"\x03job\x18\x01 \x01(\v2\x0e.drover.v1.JobR\x03job\x12\x1d\n" +
 	"\n" +
@@ -1371,7 +1531,23 @@ const file_drover_v1_job_service_proto_rawDesc = "" +
 	"\vjob_version\x18\x02 \x01(\x04R\n" +
 	"jobVersion\x12(\n" +
 	"\x10job_modify_index\x18\x03 \x01(\x04R\x0ejobModifyIndex\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\x04R\x05index2\xb8\x05\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\"2\n" +
+	"\x0ePlanJobRequest\x12 \n" +
+	"\x03job\x18\x01 \x01(\v2\x0e.drover.v1.JobR\x03job\"\xe2\x03\n" +
+	"\x0fPlanJobResponse\x12(\n" +
+	"\x10job_modify_index\x18\x01 \x01(\x04R\x0ejobModifyIndex\x12\x1d\n" +
+	"\n" +
+	"job_exists\x18\x02 \x01(\bR\tjobExists\x120\n" +
+	"\achanges\x18\x03 \x03(\v2\x16.drover.v1.FieldChangeR\achanges\x12W\n" +
+	"\x0fdesired_updates\x18\x04 \x03(\v2..drover.v1.PlanJobResponse.DesiredUpdatesEntryR\x0edesiredUpdates\x12J\n" +
+	"\x12placement_failures\x18\x05 \x03(\v2\x1b.drover.v1.PlacementFailureR\x11placementFailures\x12\x1f\n" +
+	"\vwould_block\x18\x06 \x01(\bR\n" +
+	"wouldBlock\x12\x1a\n" +
+	"\bwarnings\x18\a \x03(\tR\bwarnings\x12\x14\n" +
+	"\x05index\x18\b \x01(\x04R\x05index\x1a\\\n" +
+	"\x13DesiredUpdatesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x012\xf7\x05\n" +
 	"\n" +
 	"JobService\x12I\n" +
 	"\bRegister\x12\x1d.drover.v1.RegisterJobRequest\x1a\x1e.drover.v1.RegisterJobResponse\x12O\n" +
@@ -1383,7 +1559,8 @@ const file_drover_v1_job_service_proto_rawDesc = "" +
 	"\vEvaluations\x12$.drover.v1.ListJobEvaluationsRequest\x1a%.drover.v1.ListJobEvaluationsResponse\x12I\n" +
 	"\bValidate\x12\x1d.drover.v1.ValidateJobRequest\x1a\x1e.drover.v1.ValidateJobResponse\x12I\n" +
 	"\bVersions\x12\x1d.drover.v1.JobVersionsRequest\x1a\x1e.drover.v1.JobVersionsResponse\x12C\n" +
-	"\x06Revert\x12\x1b.drover.v1.RevertJobRequest\x1a\x1c.drover.v1.RevertJobResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\x06Revert\x12\x1b.drover.v1.RevertJobRequest\x1a\x1c.drover.v1.RevertJobResponse\x12=\n" +
+	"\x04Plan\x12\x19.drover.v1.PlanJobRequest\x1a\x1a.drover.v1.PlanJobResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_job_service_proto_rawDescOnce sync.Once
@@ -1397,7 +1574,7 @@ func file_drover_v1_job_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_job_service_proto_rawDescData
 }
 
-var file_drover_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_drover_v1_job_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_drover_v1_job_service_proto_goTypes = []any{
 	(*RegisterJobRequest)(nil),         // 0: drover.v1.RegisterJobRequest
 	(*RegisterJobResponse)(nil),        // 1: drover.v1.RegisterJobResponse
@@ -1420,61 +1597,73 @@ var file_drover_v1_job_service_proto_goTypes = []any{
 	(*FieldChange)(nil),                // 18: drover.v1.FieldChange
 	(*RevertJobRequest)(nil),           // 19: drover.v1.RevertJobRequest
 	(*RevertJobResponse)(nil),          // 20: drover.v1.RevertJobResponse
-	(*Job)(nil),                        // 21: drover.v1.Job
-	(*QueryOptions)(nil),               // 22: drover.v1.QueryOptions
-	(*QueryMeta)(nil),                  // 23: drover.v1.QueryMeta
-	(*PageOptions)(nil),                // 24: drover.v1.PageOptions
-	(*Allocation)(nil),                 // 25: drover.v1.Allocation
-	(*Evaluation)(nil),                 // 26: drover.v1.Evaluation
+	(*PlanJobRequest)(nil),             // 21: drover.v1.PlanJobRequest
+	(*PlanJobResponse)(nil),            // 22: drover.v1.PlanJobResponse
+	nil,                                // 23: drover.v1.PlanJobResponse.DesiredUpdatesEntry
+	(*Job)(nil),                        // 24: drover.v1.Job
+	(*QueryOptions)(nil),               // 25: drover.v1.QueryOptions
+	(*QueryMeta)(nil),                  // 26: drover.v1.QueryMeta
+	(*PageOptions)(nil),                // 27: drover.v1.PageOptions
+	(*Allocation)(nil),                 // 28: drover.v1.Allocation
+	(*Evaluation)(nil),                 // 29: drover.v1.Evaluation
+	(*PlacementFailure)(nil),           // 30: drover.v1.PlacementFailure
+	(*DesiredUpdates)(nil),             // 31: drover.v1.DesiredUpdates
 }
 var file_drover_v1_job_service_proto_depIdxs = []int32{
-	21, // 0: drover.v1.RegisterJobRequest.job:type_name -> drover.v1.Job
-	22, // 1: drover.v1.GetJobRequest.query:type_name -> drover.v1.QueryOptions
-	21, // 2: drover.v1.GetJobResponse.job:type_name -> drover.v1.Job
-	23, // 3: drover.v1.GetJobResponse.meta:type_name -> drover.v1.QueryMeta
-	24, // 4: drover.v1.ListJobsRequest.page:type_name -> drover.v1.PageOptions
-	22, // 5: drover.v1.ListJobsRequest.query:type_name -> drover.v1.QueryOptions
-	21, // 6: drover.v1.ListJobsResponse.jobs:type_name -> drover.v1.Job
-	23, // 7: drover.v1.ListJobsResponse.meta:type_name -> drover.v1.QueryMeta
-	24, // 8: drover.v1.ListJobAllocationsRequest.page:type_name -> drover.v1.PageOptions
-	22, // 9: drover.v1.ListJobAllocationsRequest.query:type_name -> drover.v1.QueryOptions
-	25, // 10: drover.v1.ListJobAllocationsResponse.allocations:type_name -> drover.v1.Allocation
-	23, // 11: drover.v1.ListJobAllocationsResponse.meta:type_name -> drover.v1.QueryMeta
-	24, // 12: drover.v1.ListJobEvaluationsRequest.page:type_name -> drover.v1.PageOptions
-	22, // 13: drover.v1.ListJobEvaluationsRequest.query:type_name -> drover.v1.QueryOptions
-	26, // 14: drover.v1.ListJobEvaluationsResponse.evaluations:type_name -> drover.v1.Evaluation
-	23, // 15: drover.v1.ListJobEvaluationsResponse.meta:type_name -> drover.v1.QueryMeta
-	21, // 16: drover.v1.ValidateJobRequest.job:type_name -> drover.v1.Job
+	24, // 0: drover.v1.RegisterJobRequest.job:type_name -> drover.v1.Job
+	25, // 1: drover.v1.GetJobRequest.query:type_name -> drover.v1.QueryOptions
+	24, // 2: drover.v1.GetJobResponse.job:type_name -> drover.v1.Job
+	26, // 3: drover.v1.GetJobResponse.meta:type_name -> drover.v1.QueryMeta
+	27, // 4: drover.v1.ListJobsRequest.page:type_name -> drover.v1.PageOptions
+	25, // 5: drover.v1.ListJobsRequest.query:type_name -> drover.v1.QueryOptions
+	24, // 6: drover.v1.ListJobsResponse.jobs:type_name -> drover.v1.Job
+	26, // 7: drover.v1.ListJobsResponse.meta:type_name -> drover.v1.QueryMeta
+	27, // 8: drover.v1.ListJobAllocationsRequest.page:type_name -> drover.v1.PageOptions
+	25, // 9: drover.v1.ListJobAllocationsRequest.query:type_name -> drover.v1.QueryOptions
+	28, // 10: drover.v1.ListJobAllocationsResponse.allocations:type_name -> drover.v1.Allocation
+	26, // 11: drover.v1.ListJobAllocationsResponse.meta:type_name -> drover.v1.QueryMeta
+	27, // 12: drover.v1.ListJobEvaluationsRequest.page:type_name -> drover.v1.PageOptions
+	25, // 13: drover.v1.ListJobEvaluationsRequest.query:type_name -> drover.v1.QueryOptions
+	29, // 14: drover.v1.ListJobEvaluationsResponse.evaluations:type_name -> drover.v1.Evaluation
+	26, // 15: drover.v1.ListJobEvaluationsResponse.meta:type_name -> drover.v1.QueryMeta
+	24, // 16: drover.v1.ValidateJobRequest.job:type_name -> drover.v1.Job
 	14, // 17: drover.v1.ValidateJobResponse.violations:type_name -> drover.v1.FieldViolation
-	21, // 18: drover.v1.ValidateJobResponse.job:type_name -> drover.v1.Job
-	22, // 19: drover.v1.JobVersionsRequest.query:type_name -> drover.v1.QueryOptions
+	24, // 18: drover.v1.ValidateJobResponse.job:type_name -> drover.v1.Job
+	25, // 19: drover.v1.JobVersionsRequest.query:type_name -> drover.v1.QueryOptions
 	17, // 20: drover.v1.JobVersionsResponse.versions:type_name -> drover.v1.JobVersion
-	23, // 21: drover.v1.JobVersionsResponse.meta:type_name -> drover.v1.QueryMeta
-	21, // 22: drover.v1.JobVersion.job:type_name -> drover.v1.Job
+	26, // 21: drover.v1.JobVersionsResponse.meta:type_name -> drover.v1.QueryMeta
+	24, // 22: drover.v1.JobVersion.job:type_name -> drover.v1.Job
 	18, // 23: drover.v1.JobVersion.changes:type_name -> drover.v1.FieldChange
-	0,  // 24: drover.v1.JobService.Register:input_type -> drover.v1.RegisterJobRequest
-	2,  // 25: drover.v1.JobService.Deregister:input_type -> drover.v1.DeregisterJobRequest
-	4,  // 26: drover.v1.JobService.Get:input_type -> drover.v1.GetJobRequest
-	6,  // 27: drover.v1.JobService.List:input_type -> drover.v1.ListJobsRequest
-	8,  // 28: drover.v1.JobService.Allocations:input_type -> drover.v1.ListJobAllocationsRequest
-	10, // 29: drover.v1.JobService.Evaluations:input_type -> drover.v1.ListJobEvaluationsRequest
-	12, // 30: drover.v1.JobService.Validate:input_type -> drover.v1.ValidateJobRequest
-	15, // 31: drover.v1.JobService.Versions:input_type -> drover.v1.JobVersionsRequest
-	19, // 32: drover.v1.JobService.Revert:input_type -> drover.v1.RevertJobRequest
-	1,  // 33: drover.v1.JobService.Register:output_type -> drover.v1.RegisterJobResponse
-	3,  // 34: drover.v1.JobService.Deregister:output_type -> drover.v1.DeregisterJobResponse
-	5,  // 35: drover.v1.JobService.Get:output_type -> drover.v1.GetJobResponse
-	7,  // 36: drover.v1.JobService.List:output_type -> drover.v1.ListJobsResponse
-	9,  // 37: drover.v1.JobService.Allocations:output_type -> drover.v1.ListJobAllocationsResponse
-	11, // 38: drover.v1.JobService.Evaluations:output_type -> drover.v1.ListJobEvaluationsResponse
-	13, // 39: drover.v1.JobService.Validate:output_type -> drover.v1.ValidateJobResponse
-	16, // 40: drover.v1.JobService.Versions:output_type -> drover.v1.JobVersionsResponse
-	20, // 41: drover.v1.JobService.Revert:output_type -> drover.v1.RevertJobResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	24, // 24: drover.v1.PlanJobRequest.job:type_name -> drover.v1.Job
+	18, // 25: drover.v1.PlanJobResponse.changes:type_name -> drover.v1.FieldChange
+	23, // 26: drover.v1.PlanJobResponse.desired_updates:type_name -> drover.v1.PlanJobResponse.DesiredUpdatesEntry
+	30, // 27: drover.v1.PlanJobResponse.placement_failures:type_name -> drover.v1.PlacementFailure
+	31, // 28: drover.v1.PlanJobResponse.DesiredUpdatesEntry.value:type_name -> drover.v1.DesiredUpdates
+	0,  // 29: drover.v1.JobService.Register:input_type -> drover.v1.RegisterJobRequest
+	2,  // 30: drover.v1.JobService.Deregister:input_type -> drover.v1.DeregisterJobRequest
+	4,  // 31: drover.v1.JobService.Get:input_type -> drover.v1.GetJobRequest
+	6,  // 32: drover.v1.JobService.List:input_type -> drover.v1.ListJobsRequest
+	8,  // 33: drover.v1.JobService.Allocations:input_type -> drover.v1.ListJobAllocationsRequest
+	10, // 34: drover.v1.JobService.Evaluations:input_type -> drover.v1.ListJobEvaluationsRequest
+	12, // 35: drover.v1.JobService.Validate:input_type -> drover.v1.ValidateJobRequest
+	15, // 36: drover.v1.JobService.Versions:input_type -> drover.v1.JobVersionsRequest
+	19, // 37: drover.v1.JobService.Revert:input_type -> drover.v1.RevertJobRequest
+	21, // 38: drover.v1.JobService.Plan:input_type -> drover.v1.PlanJobRequest
+	1,  // 39: drover.v1.JobService.Register:output_type -> drover.v1.RegisterJobResponse
+	3,  // 40: drover.v1.JobService.Deregister:output_type -> drover.v1.DeregisterJobResponse
+	5,  // 41: drover.v1.JobService.Get:output_type -> drover.v1.GetJobResponse
+	7,  // 42: drover.v1.JobService.List:output_type -> drover.v1.ListJobsResponse
+	9,  // 43: drover.v1.JobService.Allocations:output_type -> drover.v1.ListJobAllocationsResponse
+	11, // 44: drover.v1.JobService.Evaluations:output_type -> drover.v1.ListJobEvaluationsResponse
+	13, // 45: drover.v1.JobService.Validate:output_type -> drover.v1.ValidateJobResponse
+	16, // 46: drover.v1.JobService.Versions:output_type -> drover.v1.JobVersionsResponse
+	20, // 47: drover.v1.JobService.Revert:output_type -> drover.v1.RevertJobResponse
+	22, // 48: drover.v1.JobService.Plan:output_type -> drover.v1.PlanJobResponse
+	39, // [39:49] is the sub-list for method output_type
+	29, // [29:39] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_job_service_proto_init() }
@@ -1485,6 +1674,7 @@ func file_drover_v1_job_service_proto_init() {
 	file_drover_v1_allocation_proto_init()
 	file_drover_v1_evaluation_proto_init()
 	file_drover_v1_job_proto_init()
+	file_drover_v1_plan_proto_init()
 	file_drover_v1_query_proto_init()
 	file_drover_v1_job_service_proto_msgTypes[0].OneofWrappers = []any{}
 	file_drover_v1_job_service_proto_msgTypes[19].OneofWrappers = []any{}
@@ -1494,7 +1684,7 @@ func file_drover_v1_job_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_job_service_proto_rawDesc), len(file_drover_v1_job_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

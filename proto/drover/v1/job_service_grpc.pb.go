@@ -28,6 +28,7 @@ const (
 	JobService_Validate_FullMethodName    = "/drover.v1.JobService/Validate"
 	JobService_Versions_FullMethodName    = "/drover.v1.JobService/Versions"
 	JobService_Revert_FullMethodName      = "/drover.v1.JobService/Revert"
+	JobService_Plan_FullMethodName        = "/drover.v1.JobService/Plan"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -57,6 +58,10 @@ type JobServiceClient interface {
 	Versions(ctx context.Context, in *JobVersionsRequest, opts ...grpc.CallOption) (*JobVersionsResponse, error)
 	// Revert registers an earlier version of a job again, as a new version.
 	Revert(ctx context.Context, in *RevertJobRequest, opts ...grpc.CallOption) (*RevertJobResponse, error)
+	// Plan runs the scheduler for a submitted job against the leader's
+	// current state, writing nothing, and answers what registering the job
+	// would change.
+	Plan(ctx context.Context, in *PlanJobRequest, opts ...grpc.CallOption) (*PlanJobResponse, error)
 }
 
 type jobServiceClient struct {
@@ -157,6 +162,16 @@ func (c *jobServiceClient) Revert(ctx context.Context, in *RevertJobRequest, opt
 	return out, nil
 }
 
+func (c *jobServiceClient) Plan(ctx context.Context, in *PlanJobRequest, opts ...grpc.CallOption) (*PlanJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanJobResponse)
+	err := c.cc.Invoke(ctx, JobService_Plan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -184,6 +199,10 @@ type JobServiceServer interface {
 	Versions(context.Context, *JobVersionsRequest) (*JobVersionsResponse, error)
 	// Revert registers an earlier version of a job again, as a new version.
 	Revert(context.Context, *RevertJobRequest) (*RevertJobResponse, error)
+	// Plan runs the scheduler for a submitted job against the leader's
+	// current state, writing nothing, and answers what registering the job
+	// would change.
+	Plan(context.Context, *PlanJobRequest) (*PlanJobResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -220,6 +239,9 @@ func (UnimplementedJobServiceServer) Versions(context.Context, *JobVersionsReque
 }
 func (UnimplementedJobServiceServer) Revert(context.Context, *RevertJobRequest) (*RevertJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Revert not implemented")
+}
+func (UnimplementedJobServiceServer) Plan(context.Context, *PlanJobRequest) (*PlanJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Plan not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -404,6 +426,24 @@ func _JobService_Revert_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_Plan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).Plan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_Plan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).Plan(ctx, req.(*PlanJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -446,6 +486,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Revert",
 			Handler:    _JobService_Revert_Handler,
+		},
+		{
+			MethodName: "Plan",
+			Handler:    _JobService_Plan_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

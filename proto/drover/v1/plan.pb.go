@@ -34,8 +34,11 @@ type Plan struct {
 	NodePlans []*NodePlan `protobuf:"bytes,5,rep,name=node_plans,json=nodePlans,proto3" json:"node_plans,omitempty"`
 	// The raft index of the state the scheduler worked from.
 	SnapshotIndex uint64 `protobuf:"varint,6,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// What the scheduler decided for each task group, by group name. For
+	// people and for JobService.Plan; the applier ignores it.
+	DesiredUpdates map[string]*DesiredUpdates `protobuf:"bytes,7,rep,name=desired_updates,json=desiredUpdates,proto3" json:"desired_updates,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
@@ -110,6 +113,114 @@ func (x *Plan) GetSnapshotIndex() uint64 {
 	return 0
 }
 
+func (x *Plan) GetDesiredUpdates() map[string]*DesiredUpdates {
+	if x != nil {
+		return x.DesiredUpdates
+	}
+	return nil
+}
+
+// DesiredUpdates counts what a scheduler decided for the allocations of
+// one task group.
+type DesiredUpdates struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// New allocations: fresh ones, and replacements of failed or lost ones.
+	Place int32 `protobuf:"varint,1,opt,name=place,proto3" json:"place,omitempty"`
+	// Allocations stopped and not replaced.
+	Stop int32 `protobuf:"varint,2,opt,name=stop,proto3" json:"stop,omitempty"`
+	// Allocations moved to the new job version where they run.
+	InPlaceUpdate int32 `protobuf:"varint,3,opt,name=in_place_update,json=inPlaceUpdate,proto3" json:"in_place_update,omitempty"`
+	// Allocations stopped and replaced by one of the new job version.
+	DestructiveUpdate int32 `protobuf:"varint,4,opt,name=destructive_update,json=destructiveUpdate,proto3" json:"destructive_update,omitempty"`
+	// Allocations left as they are.
+	Ignore int32 `protobuf:"varint,5,opt,name=ignore,proto3" json:"ignore,omitempty"`
+	// Allocations back from a disconnected node, kept or stopped.
+	Reconnect int32 `protobuf:"varint,6,opt,name=reconnect,proto3" json:"reconnect,omitempty"`
+	// Allocations moved off a draining node.
+	Migrate       int32 `protobuf:"varint,7,opt,name=migrate,proto3" json:"migrate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DesiredUpdates) Reset() {
+	*x = DesiredUpdates{}
+	mi := &file_drover_v1_plan_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DesiredUpdates) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DesiredUpdates) ProtoMessage() {}
+
+func (x *DesiredUpdates) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_plan_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DesiredUpdates.ProtoReflect.Descriptor instead.
+func (*DesiredUpdates) Descriptor() ([]byte, []int) {
+	return file_drover_v1_plan_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DesiredUpdates) GetPlace() int32 {
+	if x != nil {
+		return x.Place
+	}
+	return 0
+}
+
+func (x *DesiredUpdates) GetStop() int32 {
+	if x != nil {
+		return x.Stop
+	}
+	return 0
+}
+
+func (x *DesiredUpdates) GetInPlaceUpdate() int32 {
+	if x != nil {
+		return x.InPlaceUpdate
+	}
+	return 0
+}
+
+func (x *DesiredUpdates) GetDestructiveUpdate() int32 {
+	if x != nil {
+		return x.DestructiveUpdate
+	}
+	return 0
+}
+
+func (x *DesiredUpdates) GetIgnore() int32 {
+	if x != nil {
+		return x.Ignore
+	}
+	return 0
+}
+
+func (x *DesiredUpdates) GetReconnect() int32 {
+	if x != nil {
+		return x.Reconnect
+	}
+	return 0
+}
+
+func (x *DesiredUpdates) GetMigrate() int32 {
+	if x != nil {
+		return x.Migrate
+	}
+	return 0
+}
+
 // NodePlan is the part of a plan that touches one node.
 type NodePlan struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -124,7 +235,7 @@ type NodePlan struct {
 
 func (x *NodePlan) Reset() {
 	*x = NodePlan{}
-	mi := &file_drover_v1_plan_proto_msgTypes[1]
+	mi := &file_drover_v1_plan_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -136,7 +247,7 @@ func (x *NodePlan) String() string {
 func (*NodePlan) ProtoMessage() {}
 
 func (x *NodePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_plan_proto_msgTypes[1]
+	mi := &file_drover_v1_plan_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -149,7 +260,7 @@ func (x *NodePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodePlan.ProtoReflect.Descriptor instead.
 func (*NodePlan) Descriptor() ([]byte, []int) {
-	return file_drover_v1_plan_proto_rawDescGZIP(), []int{1}
+	return file_drover_v1_plan_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *NodePlan) GetNodeId() string {
@@ -191,7 +302,7 @@ type AllocStop struct {
 
 func (x *AllocStop) Reset() {
 	*x = AllocStop{}
-	mi := &file_drover_v1_plan_proto_msgTypes[2]
+	mi := &file_drover_v1_plan_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +314,7 @@ func (x *AllocStop) String() string {
 func (*AllocStop) ProtoMessage() {}
 
 func (x *AllocStop) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_plan_proto_msgTypes[2]
+	mi := &file_drover_v1_plan_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +327,7 @@ func (x *AllocStop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocStop.ProtoReflect.Descriptor instead.
 func (*AllocStop) Descriptor() ([]byte, []int) {
-	return file_drover_v1_plan_proto_rawDescGZIP(), []int{2}
+	return file_drover_v1_plan_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AllocStop) GetAllocId() string {
@@ -272,7 +383,7 @@ type PlanResult struct {
 
 func (x *PlanResult) Reset() {
 	*x = PlanResult{}
-	mi := &file_drover_v1_plan_proto_msgTypes[3]
+	mi := &file_drover_v1_plan_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -284,7 +395,7 @@ func (x *PlanResult) String() string {
 func (*PlanResult) ProtoMessage() {}
 
 func (x *PlanResult) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_plan_proto_msgTypes[3]
+	mi := &file_drover_v1_plan_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -297,7 +408,7 @@ func (x *PlanResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResult.ProtoReflect.Descriptor instead.
 func (*PlanResult) Descriptor() ([]byte, []int) {
-	return file_drover_v1_plan_proto_rawDescGZIP(), []int{3}
+	return file_drover_v1_plan_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PlanResult) GetNodePlans() []*NodePlan {
@@ -332,7 +443,7 @@ var File_drover_v1_plan_proto protoreflect.FileDescriptor
 
 const file_drover_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\"\xcc\x01\n" +
+	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\"\xf8\x02\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1d\n" +
 	"\n" +
@@ -341,7 +452,19 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x122\n" +
 	"\n" +
 	"node_plans\x18\x05 \x03(\v2\x13.drover.v1.NodePlanR\tnodePlans\x12%\n" +
-	"\x0esnapshot_index\x18\x06 \x01(\x04R\rsnapshotIndex\"\x88\x01\n" +
+	"\x0esnapshot_index\x18\x06 \x01(\x04R\rsnapshotIndex\x12L\n" +
+	"\x0fdesired_updates\x18\a \x03(\v2#.drover.v1.Plan.DesiredUpdatesEntryR\x0edesiredUpdates\x1a\\\n" +
+	"\x13DesiredUpdatesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x01\"\xe1\x01\n" +
+	"\x0eDesiredUpdates\x12\x14\n" +
+	"\x05place\x18\x01 \x01(\x05R\x05place\x12\x12\n" +
+	"\x04stop\x18\x02 \x01(\x05R\x04stop\x12&\n" +
+	"\x0fin_place_update\x18\x03 \x01(\x05R\rinPlaceUpdate\x12-\n" +
+	"\x12destructive_update\x18\x04 \x01(\x05R\x11destructiveUpdate\x12\x16\n" +
+	"\x06ignore\x18\x05 \x01(\x05R\x06ignore\x12\x1c\n" +
+	"\treconnect\x18\x06 \x01(\x05R\treconnect\x12\x18\n" +
+	"\amigrate\x18\a \x01(\x05R\amigrate\"\x88\x01\n" +
 	"\bNodePlan\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x127\n" +
 	"\vallocations\x18\x02 \x03(\v2\x15.drover.v1.AllocationR\vallocations\x12*\n" +
@@ -373,28 +496,32 @@ func file_drover_v1_plan_proto_rawDescGZIP() []byte {
 	return file_drover_v1_plan_proto_rawDescData
 }
 
-var file_drover_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_drover_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_drover_v1_plan_proto_goTypes = []any{
 	(*Plan)(nil),            // 0: drover.v1.Plan
-	(*NodePlan)(nil),        // 1: drover.v1.NodePlan
-	(*AllocStop)(nil),       // 2: drover.v1.AllocStop
-	(*PlanResult)(nil),      // 3: drover.v1.PlanResult
-	(*Allocation)(nil),      // 4: drover.v1.Allocation
-	(AllocDesiredStatus)(0), // 5: drover.v1.AllocDesiredStatus
-	(AllocClientStatus)(0),  // 6: drover.v1.AllocClientStatus
+	(*DesiredUpdates)(nil),  // 1: drover.v1.DesiredUpdates
+	(*NodePlan)(nil),        // 2: drover.v1.NodePlan
+	(*AllocStop)(nil),       // 3: drover.v1.AllocStop
+	(*PlanResult)(nil),      // 4: drover.v1.PlanResult
+	nil,                     // 5: drover.v1.Plan.DesiredUpdatesEntry
+	(*Allocation)(nil),      // 6: drover.v1.Allocation
+	(AllocDesiredStatus)(0), // 7: drover.v1.AllocDesiredStatus
+	(AllocClientStatus)(0),  // 8: drover.v1.AllocClientStatus
 }
 var file_drover_v1_plan_proto_depIdxs = []int32{
-	1, // 0: drover.v1.Plan.node_plans:type_name -> drover.v1.NodePlan
-	4, // 1: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
-	2, // 2: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
-	5, // 3: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
-	6, // 4: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
-	1, // 5: drover.v1.PlanResult.node_plans:type_name -> drover.v1.NodePlan
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	2, // 0: drover.v1.Plan.node_plans:type_name -> drover.v1.NodePlan
+	5, // 1: drover.v1.Plan.desired_updates:type_name -> drover.v1.Plan.DesiredUpdatesEntry
+	6, // 2: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
+	3, // 3: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
+	7, // 4: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
+	8, // 5: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
+	2, // 6: drover.v1.PlanResult.node_plans:type_name -> drover.v1.NodePlan
+	1, // 7: drover.v1.Plan.DesiredUpdatesEntry.value:type_name -> drover.v1.DesiredUpdates
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_plan_proto_init() }
@@ -409,7 +536,7 @@ func file_drover_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_plan_proto_rawDesc), len(file_drover_v1_plan_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -36,6 +36,13 @@ func (m *Plan) CloneVT() *Plan {
 		}
 		r.NodePlans = tmpContainer
 	}
+	if rhs := m.DesiredUpdates; rhs != nil {
+		tmpContainer := make(map[string]*DesiredUpdates, len(rhs))
+		for k, v := range rhs {
+			tmpContainer[k] = v.CloneVT()
+		}
+		r.DesiredUpdates = tmpContainer
+	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -44,6 +51,29 @@ func (m *Plan) CloneVT() *Plan {
 }
 
 func (m *Plan) CloneMessageVT() proto.Message {
+	return m.CloneVT()
+}
+
+func (m *DesiredUpdates) CloneVT() *DesiredUpdates {
+	if m == nil {
+		return (*DesiredUpdates)(nil)
+	}
+	r := new(DesiredUpdates)
+	r.Place = m.Place
+	r.Stop = m.Stop
+	r.InPlaceUpdate = m.InPlaceUpdate
+	r.DestructiveUpdate = m.DestructiveUpdate
+	r.Ignore = m.Ignore
+	r.Reconnect = m.Reconnect
+	r.Migrate = m.Migrate
+	if len(m.unknownFields) > 0 {
+		r.unknownFields = make([]byte, len(m.unknownFields))
+		copy(r.unknownFields, m.unknownFields)
+	}
+	return r
+}
+
+func (m *DesiredUpdates) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
@@ -167,11 +197,68 @@ func (this *Plan) EqualVT(that *Plan) bool {
 	if this.SnapshotIndex != that.SnapshotIndex {
 		return false
 	}
+	if len(this.DesiredUpdates) != len(that.DesiredUpdates) {
+		return false
+	}
+	for i, vx := range this.DesiredUpdates {
+		vy, ok := that.DesiredUpdates[i]
+		if !ok {
+			return false
+		}
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &DesiredUpdates{}
+			}
+			if q == nil {
+				q = &DesiredUpdates{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
 func (this *Plan) EqualMessageVT(thatMsg proto.Message) bool {
 	that, ok := thatMsg.(*Plan)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *DesiredUpdates) EqualVT(that *DesiredUpdates) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.Place != that.Place {
+		return false
+	}
+	if this.Stop != that.Stop {
+		return false
+	}
+	if this.InPlaceUpdate != that.InPlaceUpdate {
+		return false
+	}
+	if this.DestructiveUpdate != that.DestructiveUpdate {
+		return false
+	}
+	if this.Ignore != that.Ignore {
+		return false
+	}
+	if this.Reconnect != that.Reconnect {
+		return false
+	}
+	if this.Migrate != that.Migrate {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *DesiredUpdates) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*DesiredUpdates)
 	if !ok {
 		return false
 	}
@@ -339,6 +426,28 @@ func (m *Plan) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.DesiredUpdates) > 0 {
+		for k := range m.DesiredUpdates {
+			v := m.DesiredUpdates[k]
+			baseI := i
+			size, err := v.MarshalToSizedBufferVT(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+			i--
+			dAtA[i] = 0x12
+			i -= len(k)
+			copy(dAtA[i:], k)
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(len(k)))
+			i--
+			dAtA[i] = 0xa
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(baseI-i))
+			i--
+			dAtA[i] = 0x3a
+		}
+	}
 	if m.SnapshotIndex != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SnapshotIndex))
 		i--
@@ -381,6 +490,74 @@ func (m *Plan) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.EvalId)))
 		i--
 		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *DesiredUpdates) MarshalVT() (dAtA []byte, err error) {
+	if m == nil {
+		return nil, nil
+	}
+	size := m.SizeVT()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBufferVT(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *DesiredUpdates) MarshalToVT(dAtA []byte) (int, error) {
+	size := m.SizeVT()
+	return m.MarshalToSizedBufferVT(dAtA[:size])
+}
+
+func (m *DesiredUpdates) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	if m == nil {
+		return 0, nil
+	}
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.unknownFields != nil {
+		i -= len(m.unknownFields)
+		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.Migrate != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Migrate))
+		i--
+		dAtA[i] = 0x38
+	}
+	if m.Reconnect != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Reconnect))
+		i--
+		dAtA[i] = 0x30
+	}
+	if m.Ignore != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Ignore))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.DestructiveUpdate != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.DestructiveUpdate))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.InPlaceUpdate != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.InPlaceUpdate))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Stop != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Stop))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.Place != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Place))
+		i--
+		dAtA[i] = 0x8
 	}
 	return len(dAtA) - i, nil
 }
@@ -606,6 +783,50 @@ func (m *Plan) SizeVT() (n int) {
 	}
 	if m.SnapshotIndex != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.SnapshotIndex))
+	}
+	if len(m.DesiredUpdates) > 0 {
+		for k, v := range m.DesiredUpdates {
+			_ = k
+			_ = v
+			l = 0
+			if v != nil {
+				l = v.SizeVT()
+			}
+			l += 1 + protohelpers.SizeOfVarint(uint64(l))
+			mapEntrySize := 1 + len(k) + protohelpers.SizeOfVarint(uint64(len(k))) + l
+			n += mapEntrySize + 1 + protohelpers.SizeOfVarint(uint64(mapEntrySize))
+		}
+	}
+	n += len(m.unknownFields)
+	return n
+}
+
+func (m *DesiredUpdates) SizeVT() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.Place != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Place))
+	}
+	if m.Stop != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Stop))
+	}
+	if m.InPlaceUpdate != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.InPlaceUpdate))
+	}
+	if m.DestructiveUpdate != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.DestructiveUpdate))
+	}
+	if m.Ignore != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Ignore))
+	}
+	if m.Reconnect != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Reconnect))
+	}
+	if m.Migrate != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Migrate))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -886,6 +1107,319 @@ func (m *Plan) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.SnapshotIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DesiredUpdates", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.DesiredUpdates == nil {
+				m.DesiredUpdates = make(map[string]*DesiredUpdates)
+			}
+			var mapkey string
+			var mapvalue *DesiredUpdates
+			for iNdEx < postIndex {
+				entryPreIndex := iNdEx
+				var wire uint64
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					wire |= uint64(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				fieldNum := int32(wire >> 3)
+				if fieldNum == 1 {
+					var stringLenmapkey uint64
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return protohelpers.ErrIntOverflow
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						stringLenmapkey |= uint64(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					intStringLenmapkey := int(stringLenmapkey)
+					if intStringLenmapkey < 0 {
+						return protohelpers.ErrInvalidLength
+					}
+					postStringIndexmapkey := iNdEx + intStringLenmapkey
+					if postStringIndexmapkey < 0 {
+						return protohelpers.ErrInvalidLength
+					}
+					if postStringIndexmapkey > l {
+						return io.ErrUnexpectedEOF
+					}
+					mapkey = string(dAtA[iNdEx:postStringIndexmapkey])
+					iNdEx = postStringIndexmapkey
+				} else if fieldNum == 2 {
+					var mapmsglen int
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return protohelpers.ErrIntOverflow
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						mapmsglen |= int(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					if mapmsglen < 0 {
+						return protohelpers.ErrInvalidLength
+					}
+					postmsgIndex := iNdEx + mapmsglen
+					if postmsgIndex < 0 {
+						return protohelpers.ErrInvalidLength
+					}
+					if postmsgIndex > l {
+						return io.ErrUnexpectedEOF
+					}
+					mapvalue = &DesiredUpdates{}
+					if err := mapvalue.UnmarshalVT(dAtA[iNdEx:postmsgIndex]); err != nil {
+						return err
+					}
+					iNdEx = postmsgIndex
+				} else {
+					iNdEx = entryPreIndex
+					skippy, err := protohelpers.Skip(dAtA[iNdEx:])
+					if err != nil {
+						return err
+					}
+					if (skippy < 0) || (iNdEx+skippy) < 0 {
+						return protohelpers.ErrInvalidLength
+					}
+					if (iNdEx + skippy) > postIndex {
+						return io.ErrUnexpectedEOF
+					}
+					iNdEx += skippy
+				}
+			}
+			m.DesiredUpdates[mapkey] = mapvalue
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.unknownFields = append(m.unknownFields, dAtA[iNdEx:iNdEx+skippy]...)
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *DesiredUpdates) UnmarshalVT(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return protohelpers.ErrIntOverflow
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: DesiredUpdates: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: DesiredUpdates: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Place", wireType)
+			}
+			m.Place = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Place |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Stop", wireType)
+			}
+			m.Stop = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Stop |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field InPlaceUpdate", wireType)
+			}
+			m.InPlaceUpdate = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.InPlaceUpdate |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DestructiveUpdate", wireType)
+			}
+			m.DestructiveUpdate = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.DestructiveUpdate |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Ignore", wireType)
+			}
+			m.Ignore = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Ignore |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Reconnect", wireType)
+			}
+			m.Reconnect = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Reconnect |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Migrate", wireType)
+			}
+			m.Migrate = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Migrate |= int32(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

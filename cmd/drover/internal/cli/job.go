@@ -27,6 +27,7 @@ func jobCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			jobRunCommand(stdin, stdout, stderr),
 			jobStatusCommand(stdout, stderr),
 			jobStopCommand(stdout, stderr),
+			jobPlanCommand(stdin, stdout, stderr),
 			jobValidateCommand(stdin, stdout, stderr),
 			jobHistoryCommand(stdout, stderr),
 			jobRevertCommand(stdout, stderr),

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/testserver"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
 // TestJobVersionCommandsAgainstServer runs validate, run -check-index,
@@ -67,5 +69,49 @@ func TestJobVersionCommandsAgainstServer(t *testing.T) {
 	out, stderr, err = run(t, withAddr(addr, []string{"job", "revert", "-detach", "-prior-version", "1"}, "api", "0")...)
 	if err != nil || !strings.Contains(out, `Job "api" reverted to version 0, now version 2`) {
 		t.Errorf("revert: err %v, stdout %q, stderr %q", err, out, stderr)
+	}
+}
+
+// TestJobPlanCommandAgainstServer checks job plan's output and exit codes:
+// 1 when allocations would change, 0 when none would, 255 on an error.
+func TestJobPlanCommandAgainstServer(t *testing.T) {
+	t.Setenv(addrEnv, "")
+	srv := testserver.Start(t)
+	addr := srv.RPCAddr()
+	nodes := droverv1.NewNodeServiceClient(srv.Conn)
+	n := mock.Node()
+	if _, err := nodes.Register(t.Context(), &droverv1.RegisterNodeRequest{Node: n.CloneVT()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes.UpdateStatus(t.Context(), &droverv1.UpdateNodeStatusRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+		Status: droverv1.NodeStatus_NODE_STATUS_READY}); err != nil {
+		t.Fatal(err)
+	}
+	file := writeJobFile(t, `{"id": "api", "datacenters": ["dc1"],
+		"task_groups": [{"name": "app", "count": 2, "resources": {"cpu_mhz": 100, "memory_mb": 64}}]}`)
+
+	out, _, err := run(t, withAddr(addr, []string{"job", "plan"}, file)...)
+	if code, _ := ExitCode(err); code != 1 || !strings.Contains(out, `+ Job "api" (new)`) ||
+		!strings.Contains(out, "drover job run -check-index 0 "+file) {
+		t.Errorf("plan of a new job: exit code %d (%v), want 1; stdout:\n%s", code, err, out)
+	}
+	if out, stderr, err := run(t, withAddr(addr, []string{"job", "run"}, file)...); err != nil {
+		t.Fatalf("run: %v\n%s%s", err, out, stderr)
+	}
+	out, _, err = run(t, withAddr(addr, []string{"job", "plan"}, file)...)
+	if err != nil || !strings.Contains(out, `Job "api": specification unchanged`) {
+		t.Errorf("plan of the job as it runs: %v, want exit code 0; stdout:\n%s", err, out)
+	}
+	huge := writeJobFile(t, `{"id": "api", "datacenters": ["dc1"],
+		"task_groups": [{"name": "app", "count": 2, "resources": {"cpu_mhz": 100000, "memory_mb": 64}}]}`)
+	out, _, err = run(t, withAddr(addr, []string{"job", "plan"}, huge)...)
+	if code, _ := ExitCode(err); code != 1 || !strings.Contains(out, `~ task_groups[app].resources.cpu_mhz: 100 => 100000`) ||
+		!strings.Contains(out, `Task Group "app" (failed to place 2 allocations)`) {
+		t.Errorf("plan of a change that cannot be placed: exit code %d (%v), want 1; stdout:\n%s", code, err, out)
+	}
+	bad := writeJobFile(t, `{"id": "api", "datacenters": ["dc1"], "task_groups": [{"name": "app", "count": -1}]}`)
+	_, stderr, err := run(t, withAddr(addr, []string{"job", "plan"}, bad)...)
+	if code, _ := ExitCode(err); code != 255 || !strings.Contains(stderr, "job.task_groups[0].count") {
+		t.Errorf("plan of an invalid job: exit code %d (%v), want 255; stderr:\n%s", code, err, stderr)
 	}
 }
