@@ -101,6 +101,10 @@ func newEntryMessage(t droverv1.MessageType) vtMessage {
 		return &droverv1.ServerRemoveEntry{}
 	case droverv1.MessageTypeClusterMetadata:
 		return &droverv1.ClusterMetadataEntry{}
+	case droverv1.MessageTypeDeploymentStatus:
+		return &droverv1.DeploymentStatusUpdateEntry{}
+	case droverv1.MessageTypeDeploymentPromote:
+		return &droverv1.DeploymentPromoteEntry{}
 	}
 	return nil
 }

@@ -29,6 +29,10 @@ func eventType(msgType droverv1.MessageType) string {
 		return "NodeDrainUpdated"
 	case droverv1.MessageTypeAllocTransition:
 		return "AllocationTransitionUpdated"
+	case droverv1.MessageTypeDeploymentStatus:
+		return "DeploymentStatusUpdated"
+	case droverv1.MessageTypeDeploymentPromote:
+		return "DeploymentPromoted"
 	case droverv1.MessageTypeGC:
 		// Every object of a GC entry was deleted.
 		return "GarbageCollected"
@@ -62,6 +66,9 @@ func toEvents(index uint64, msgType droverv1.MessageType, changes []state.Change
 		case *droverv1.Evaluation:
 			ev.Topic, ev.Key = droverv1.Topic_TOPIC_EVALUATION, obj.GetId()
 			ev.Payload = &droverv1.Event_Evaluation{Evaluation: obj}
+		case *droverv1.Deployment:
+			ev.Topic, ev.Key = droverv1.Topic_TOPIC_DEPLOYMENT, obj.GetId()
+			ev.Payload = &droverv1.Event_Deployment{Deployment: obj}
 		default:
 			continue
 		}

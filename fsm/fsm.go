@@ -132,6 +132,10 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 		var res *state.GCResult
 		res, changes, err = f.state.ApplyGC(index, m)
 		result = res
+	case *droverv1.DeploymentStatusUpdateEntry:
+		changes, err = f.state.UpdateDeploymentStatus(index, m)
+	case *droverv1.DeploymentPromoteEntry:
+		changes, err = f.state.PromoteDeployment(index, m)
 	case *droverv1.ClusterMetadataEntry:
 		var res *droverv1.ClusterMetadata
 		res, changes, err = f.state.SetClusterMetadata(index, m)

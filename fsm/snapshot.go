@@ -44,6 +44,7 @@ const (
 	recordAlloc      recordType = 6
 	recordServer     recordType = 7
 	recordJobRequest recordType = 8
+	recordDeployment recordType = 9
 )
 
 // Snapshot captures the current state for raft. It is cheap: the state
@@ -118,6 +119,9 @@ func WriteSnapshot(w io.Writer, snap *state.Snapshot, index uint64) error {
 	}
 	for r := range snap.JobRequestResults() {
 		rw.message(recordJobRequest, r, true)
+	}
+	for d := range snap.Deployments() {
+		rw.message(recordDeployment, d, true)
 	}
 	return rw.err
 }
@@ -272,6 +276,8 @@ func (sr *snapshotReader) record(t recordType) error {
 		return restoreAs(sr, &droverv1.ServerMember{}, rs.Server)
 	case recordJobRequest:
 		return restoreAs(sr, &droverv1.JobRequestResult{}, rs.JobRequestResult)
+	case recordDeployment:
+		return restoreAs(sr, &droverv1.Deployment{}, rs.Deployment)
 	}
 	return fmt.Errorf("unknown snapshot record type %d", t)
 }

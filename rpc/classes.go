@@ -48,6 +48,7 @@ var listMethods = map[string]bool{
 	droverv1.JobService_Evaluations_FullMethodName:      true,
 	droverv1.JobService_Versions_FullMethodName:         true,
 	droverv1.JobService_Plan_FullMethodName:             true,
+	droverv1.DeploymentService_List_FullMethodName:      true,
 	droverv1.AllocService_List_FullMethodName:           true,
 	droverv1.EvalService_List_FullMethodName:            true,
 	droverv1.OperatorService_StateDigest_FullMethodName: true,

@@ -53,7 +53,7 @@ func toStatus(err error, logger *slog.Logger) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, state.ErrSecretMismatch), errors.Is(err, errPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, ErrFailedPrecondition), errors.Is(err, state.ErrIndexMismatch):
+	case errors.Is(err, ErrFailedPrecondition), errors.Is(err, state.ErrIndexMismatch), errors.Is(err, state.ErrPrecondition):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())

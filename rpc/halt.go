@@ -16,12 +16,13 @@ import (
 // (the operator calls that write go through the server's Apply, which
 // refuses too).
 var haltGuardedServices = map[string]bool{
-	droverv1.NodeService_ServiceDesc.ServiceName:      true,
-	droverv1.JobService_ServiceDesc.ServiceName:       true,
-	droverv1.AllocService_ServiceDesc.ServiceName:     true,
-	droverv1.EvalService_ServiceDesc.ServiceName:      true,
-	droverv1.EventService_ServiceDesc.ServiceName:     true,
-	droverv1.SchedulerService_ServiceDesc.ServiceName: true,
+	droverv1.NodeService_ServiceDesc.ServiceName:       true,
+	droverv1.JobService_ServiceDesc.ServiceName:        true,
+	droverv1.DeploymentService_ServiceDesc.ServiceName: true,
+	droverv1.AllocService_ServiceDesc.ServiceName:      true,
+	droverv1.EvalService_ServiceDesc.ServiceName:       true,
+	droverv1.EventService_ServiceDesc.ServiceName:      true,
+	droverv1.SchedulerService_ServiceDesc.ServiceName:  true,
 }
 
 // haltGuard refuses the calls of the guarded services once the server has

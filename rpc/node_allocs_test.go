@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -39,6 +40,8 @@ func TestUpdateAllocRejections(t *testing.T) {
 			Allocs: []*droverv1.AllocClientUpdate{{AllocId: mine.GetId()}}}, codes.InvalidArgument, "allocs[0].client_status"},
 		{"reported twice", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
 			Allocs: []*droverv1.AllocClientUpdate{{AllocId: mine.GetId(), ClientStatus: running}, {AllocId: mine.GetId(), ClientStatus: running}}}, codes.InvalidArgument, "allocs[1].alloc_id"},
+		{"health without a time", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: mine.GetId(), ClientStatus: running, Healthy: proto.Bool(true)}}}, codes.InvalidArgument, "allocs[0].health_timestamp"},
 		{"bad alloc id", &droverv1.UpdateAllocRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
 			Allocs: []*droverv1.AllocClientUpdate{{AllocId: "a1", ClientStatus: running}}}, codes.InvalidArgument, "allocs[0].alloc_id"},
 	}

@@ -77,6 +77,7 @@ const (
 var serviceNames = []string{
 	droverv1.NodeService_ServiceDesc.ServiceName,
 	droverv1.JobService_ServiceDesc.ServiceName,
+	droverv1.DeploymentService_ServiceDesc.ServiceName,
 	droverv1.AllocService_ServiceDesc.ServiceName,
 	droverv1.EvalService_ServiceDesc.ServiceName,
 	droverv1.EventService_ServiceDesc.ServiceName,
@@ -173,6 +174,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	gs := grpc.NewServer(opts...)
 	droverv1.RegisterNodeServiceServer(gs, &nodeService{services: svc})
 	droverv1.RegisterJobServiceServer(gs, &jobService{services: svc})
+	droverv1.RegisterDeploymentServiceServer(gs, &deploymentService{services: svc})
 	droverv1.RegisterAllocServiceServer(gs, &allocService{services: svc})
 	droverv1.RegisterEvalServiceServer(gs, &evalService{services: svc})
 	droverv1.RegisterEventServiceServer(gs, &eventService{services: svc})

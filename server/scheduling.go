@@ -263,6 +263,13 @@ type planCommitter struct{ s *Server }
 
 // CommitPlan applies the entry and returns its index.
 func (c planCommitter) CommitPlan(ctx context.Context, e *droverv1.PlanResultEntry) (uint64, error) {
+	if e.GetDeployment() != nil || len(e.GetDeploymentUpdates()) > 0 {
+		// Deployments ride in plan results, which every server applies:
+		// only a cluster whose servers all know deployments may see one.
+		if err := c.s.gate.check(droverv1.MessageTypeDeploymentStatus); err != nil {
+			return 0, err
+		}
+	}
 	index, _, err := c.s.Apply(ctx, droverv1.MessageTypePlanResult, e)
 	return index, err
 }

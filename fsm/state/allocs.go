@@ -87,6 +87,9 @@ func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64
 		a.ClientDescription = u.GetClientDescription()
 		a.ModifyIndex = tx.index
 		a.ModifyTime = now
+		if err := tx.reportHealth(a, u, now); err != nil {
+			return false, err
+		}
 		if err := tx.insert(TableAllocs, a); err != nil {
 			return false, err
 		}
@@ -113,6 +116,15 @@ func (s *StateStore) UpsertPlanResults(index uint64, e *droverv1.PlanResultEntry
 
 func (tx *txn) applyPlanResult(e *droverv1.PlanResultEntry) error {
 	now := e.GetAppliedAt()
+	// The deployment first, so that the allocations placed into it count.
+	if d := e.GetDeployment(); d != nil {
+		if err := tx.upsertPlannedDeployment(d, now); err != nil {
+			return err
+		}
+	}
+	if err := tx.updateDeploymentStatuses(e.GetDeploymentUpdates(), now); err != nil {
+		return err
+	}
 	// In id order, consecutive inserts share most of their radix-tree path.
 	allocs := slices.SortedFunc(slices.Values(e.GetAllocations()), func(a, b *droverv1.Allocation) int {
 		return strings.Compare(a.GetId(), b.GetId())
@@ -150,6 +162,12 @@ func (tx *txn) upsertPlannedAlloc(a *droverv1.Allocation, now int64, refs *refCa
 	a.AllocModifyIndex = tx.index
 	a.ModifyTime = now
 	old := tx.alloc(a.GetId())
+	if a.GetDeploymentId() != "" && a.GetDeploymentId() != old.GetDeploymentId() {
+		// Placed into a deployment, or moved into one in place.
+		if err := tx.countPlacement(a, now); err != nil {
+			return err
+		}
+	}
 	if old == nil {
 		return tx.placeAlloc(a, now)
 	}
@@ -161,6 +179,11 @@ func (tx *txn) upsertPlannedAlloc(a *droverv1.Allocation, now int64, refs *refCa
 	a.CreateTime = old.GetCreateTime()
 	if a.NextAllocation == "" {
 		a.NextAllocation = old.GetNextAllocation()
+	}
+	if a.GetDeploymentId() == old.GetDeploymentId() {
+		// Health is the agent's, and promotion ends a canary while the
+		// scheduler may have planned from before it.
+		a.DeploymentStatus = old.GetDeploymentStatus()
 	}
 	// The client owns its status; the servers override it only to record
 	// that a node was lost or disconnected.

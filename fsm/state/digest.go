@@ -34,6 +34,7 @@ func (s *Snapshot) Digest() (map[string]string, error) {
 		TableAllocs:      digestOf(&err, TableAllocs, s.Allocs()),
 		TableEvals:       digestOf(&err, TableEvals, s.Evals()),
 		TableServers:     digestOf(&err, TableServers, s.Servers()),
+		TableDeployments: digestOf(&err, TableDeployments, s.Deployments()),
 		TableJobRequests: digestOf(&err, TableJobRequests, s.JobRequestResults()),
 		TableClusterMeta: digestOf(&err, TableClusterMeta, all[*droverv1.ClusterMetadata](s, TableClusterMeta, indexID)),
 		tableIPBlocks:    digestOf(&err, tableIPBlocks, s.IPBlockReleases()),

@@ -20,6 +20,10 @@ var (
 	// still at a given index (a check-and-set), and it is not. Unlike
 	// ErrConflict, retrying the same write cannot succeed.
 	ErrIndexMismatch = errors.New("index does not match")
+	// ErrPrecondition: the write is not allowed in the objects' current
+	// state (promoting a deployment that is not running, or whose canaries
+	// are not healthy). Retrying cannot succeed until the state changes.
+	ErrPrecondition = errors.New("precondition failed")
 	// ErrInvalidEntry: the entry is malformed. Proposers validate requests,
 	// so this points at a bug or a corrupt entry, never at a client mistake.
 	ErrInvalidEntry = errors.New("invalid raft entry")

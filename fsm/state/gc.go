@@ -7,7 +7,7 @@ import (
 // GCResult counts what a GCEntry deleted; the rest was kept because it was
 // no longer collectable when the entry was applied.
 type GCResult struct {
-	Nodes, Allocs, Evals, Jobs, JobVersions int
+	Nodes, Allocs, Evals, Jobs, JobVersions, Deployments int
 }
 
 // ApplyGC applies a GCEntry. Garbage collection is planned on a snapshot
@@ -20,7 +20,8 @@ type GCResult struct {
 //   - a job only while stopped (or a finished batch job) with no live
 //     allocation; it goes with every version;
 //   - a job version only if it is not the job's current version and no
-//     allocation refers to it.
+//     allocation refers to it;
+//   - a deployment only in a terminal status; a purged job's go with it.
 func (s *StateStore) ApplyGC(index uint64, e *droverv1.GCEntry) (*GCResult, []Change, error) {
 	res := &GCResult{}
 	changes, err := s.write(index, func(tx *txn) error {
@@ -57,6 +58,15 @@ func (s *StateStore) ApplyGC(index uint64, e *droverv1.GCEntry) (*GCResult, []Ch
 			}
 			if ok {
 				res.JobVersions++
+			}
+		}
+		for _, id := range e.GetDeploymentIds() {
+			ok, err := tx.deleteDeployment(id)
+			if err != nil {
+				return err
+			}
+			if ok {
+				res.Deployments++
 			}
 		}
 		for _, id := range e.GetJobIds() {
@@ -120,6 +130,9 @@ func (tx *txn) deleteJob(id string) (bool, error) {
 		if err := tx.delete(TableJobVersions, v); err != nil {
 			return false, err
 		}
+	}
+	if err := tx.deleteJobDeployments(id); err != nil {
+		return false, err
 	}
 	return true, tx.delete(TableJobs, j)
 }

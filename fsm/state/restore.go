@@ -60,6 +60,11 @@ func (r *Restorer) Alloc(a *droverv1.Allocation) error {
 // Eval restores an evaluation.
 func (r *Restorer) Eval(e *droverv1.Evaluation) error { return r.tx.insert(TableEvals, e) }
 
+// Deployment restores a deployment.
+func (r *Restorer) Deployment(d *droverv1.Deployment) error {
+	return r.tx.insert(TableDeployments, d)
+}
+
 // Server restores a server's record.
 func (r *Restorer) Server(m *droverv1.ServerMember) error { return r.tx.insert(TableServers, m) }
 

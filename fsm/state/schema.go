@@ -18,6 +18,8 @@ const (
 	// request id, kept for JobRequestRetention so retries are not applied
 	// twice.
 	TableJobRequests = "job_requests"
+	// TableDeployments holds the rollouts of job versions.
+	TableDeployments = "deployments"
 	// TableClusterMeta holds at most one row: the cluster's metadata.
 	TableClusterMeta = "cluster_meta"
 	TableIndex       = "index"
@@ -102,6 +104,13 @@ func schema() *memdb.DBSchema {
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID:  {Name: indexID, Unique: true, Indexer: uuidIndex[*droverv1.Evaluation]{get: (*droverv1.Evaluation).GetId}},
 				indexJob: {Name: indexJob, Indexer: stringIndex[*droverv1.Evaluation]{get: (*droverv1.Evaluation).GetJobId}},
+			},
+		},
+		TableDeployments: {
+			Name: TableDeployments,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID:  {Name: indexID, Unique: true, Indexer: uuidIndex[*droverv1.Deployment]{get: (*droverv1.Deployment).GetId}},
+				indexJob: {Name: indexJob, Indexer: stringIndex[*droverv1.Deployment]{get: (*droverv1.Deployment).GetJobId}},
 			},
 		},
 		TableServers: {

@@ -121,7 +121,7 @@ func (tx *txn) changes() []Change {
 	var out []Change
 	for _, ch := range tx.db.Changes() {
 		switch ch.Table {
-		case TableNodes, TableJobs, TableAllocs, TableEvals, TableServers:
+		case TableNodes, TableJobs, TableAllocs, TableEvals, TableServers, TableDeployments:
 		default:
 			continue
 		}

@@ -57,7 +57,7 @@ func newAgent(f *Fleet, n Node, i, flaky int) *Agent {
 		a.slots[k] = slot{agent: a, kind: taskKind(k), index: -1}
 	}
 	if !f.cfg.HeartbeatOnly {
-		a.allocs = newAllocSet(int64(f.cfg.StartDelay), int64(f.cfg.BatchRunTime), f.cfg.FailureRate)
+		a.allocs = newAllocSet(int64(f.cfg.StartDelay), int64(f.cfg.BatchRunTime), f.cfg.FailureRate, int64(f.cfg.HealthDelay))
 	}
 	if rank, ok := f.cfg.Faults.Flaky(i); ok {
 		a.fault = newFaultState(f.cfg.Faults, rank, flaky)

@@ -2,6 +2,7 @@ package simagent
 
 import (
 	"hash/fnv"
+	"strconv"
 	"sync"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -20,9 +21,32 @@ type simAlloc struct {
 	fails bool
 	// next is when status moves on by itself (unix nanoseconds), 0 never.
 	next int64
+
+	// For an allocation of a deployment (deploymentID): its health as the
+	// agent decided it and as the servers acknowledged it, when it will be
+	// decided (0: not yet running, or decided), how long after it starts
+	// running, and whether it will turn out unhealthy (UnhealthyMetaKey).
+	deploymentID        string
+	health, healthAcked health
+	healthAt            int64
+	healthDelay         int64
+	unhealthy           bool
+	healthTime          int64
 }
 
-func (a *simAlloc) dirty() bool { return a.status != a.reported }
+// health is an allocation's deployment health as an agent sees it.
+type health int8
+
+const (
+	healthUndecided health = iota
+	healthHealthy
+	healthUnhealthy
+)
+
+func (a *simAlloc) dirty() bool { return a.status != a.reported || a.health != a.healthAcked }
+
+// inDeployment reports whether the agent reports the allocation's health.
+func (a *simAlloc) inDeployment() bool { return a.deploymentID != "" }
 
 // allocSet is an agent's allocations and the simulated life of each: pending
 // once the servers place it, running after startDelay, complete after
@@ -32,13 +56,18 @@ type allocSet struct {
 	startDelay  int64
 	batchRun    int64
 	failureRate float64
+	// healthDelay, when positive, is how long after it starts running an
+	// allocation of a deployment has its health decided, instead of its
+	// group's min_healthy_time.
+	healthDelay int64
 
 	mu sync.Mutex
 	m  map[string]*simAlloc
 }
 
-func newAllocSet(startDelay, batchRun int64, failureRate float64) *allocSet {
-	return &allocSet{startDelay: startDelay, batchRun: batchRun, failureRate: failureRate, m: make(map[string]*simAlloc)}
+func newAllocSet(startDelay, batchRun int64, failureRate float64, healthDelay int64) *allocSet {
+	return &allocSet{startDelay: startDelay, batchRun: batchRun, failureRate: failureRate, healthDelay: healthDelay,
+		m: make(map[string]*simAlloc)}
 }
 
 // change says what an update of the set calls for: whether there are
@@ -50,18 +79,16 @@ type change struct {
 
 // apply merges the servers' view of the node's allocations at time now.
 func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
-	batchJobs := make(map[string]bool)
+	jobs := make(map[jobVersionKey]*droverv1.Job, len(resp.GetJobs()))
 	for _, j := range resp.GetJobs() {
-		if j.GetType() == droverv1.JobType_JOB_TYPE_BATCH {
-			batchJobs[j.GetId()] = true
-		}
+		jobs[jobVersionKey{j.GetId(), j.GetVersion()}] = j
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	present := make(map[string]bool, len(resp.GetAllocs()))
 	for _, a := range resp.GetAllocs() {
 		present[a.GetId()] = true
-		s.merge(a, batchJobs[a.GetJobId()], now)
+		s.merge(a, jobs[jobVersionKey{a.GetJobId(), a.GetJobVersion()}], now)
 	}
 	for id, a := range s.m {
 		// Collected by the servers after this agent's final report.
@@ -72,10 +99,20 @@ func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
 	return s.changeLocked(now)
 }
 
-// merge applies one allocation as the servers see it.
-func (s *allocSet) merge(a *droverv1.Allocation, batch bool, now int64) {
+type jobVersionKey struct {
+	id      string
+	version uint64
+}
+
+// merge applies one allocation as the servers see it; job is the version
+// it runs, nil if the answer lacked it.
+func (s *allocSet) merge(a *droverv1.Allocation, job *droverv1.Job, now int64) {
+	batch := job.GetType() == droverv1.JobType_JOB_TYPE_BATCH
 	id := a.GetId()
 	local := s.m[id]
+	if local != nil && !a.ServerTerminal() {
+		s.followDeployment(local, a, job, now)
+	}
 	switch {
 	case a.ClientTerminal():
 		// Finished by this agent's report, or lost while the node was
@@ -85,7 +122,9 @@ func (s *allocSet) merge(a *droverv1.Allocation, batch bool, now int64) {
 		// Stopped before this agent started it.
 		s.m[id] = &simAlloc{status: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, batch: batch}
 	case local == nil:
-		s.m[id] = s.adopt(a, batch, now)
+		local = s.adopt(a, batch, now)
+		s.followDeployment(local, a, job, now)
+		s.m[id] = local
 	case a.ServerTerminal():
 		if !local.status.IsClientTerminal() {
 			local.status, local.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, 0
@@ -96,6 +135,62 @@ func (s *allocSet) merge(a *droverv1.Allocation, batch bool, now int64) {
 		// answer older than the acknowledgement proves nothing.
 		local.reported = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED
 	}
+}
+
+// followDeployment starts deciding the health of an allocation that joined
+// a deployment (placed into it, or moved into a new one in place).
+func (s *allocSet) followDeployment(local *simAlloc, a *droverv1.Allocation, job *droverv1.Job, now int64) {
+	if a.GetDeploymentId() == local.deploymentID {
+		return
+	}
+	local.deploymentID = a.GetDeploymentId()
+	local.health, local.healthAcked, local.healthAt, local.healthTime = healthUndecided, healthUndecided, 0, 0
+	if local.deploymentID == "" {
+		return
+	}
+	if known := reportedHealth(a); known != nil {
+		// Decided and reported before (by this agent before a restart).
+		local.health = healthUnhealthy
+		if *known {
+			local.health = healthHealthy
+		}
+		local.healthAcked = local.health
+		return
+	}
+	local.healthDelay = s.healthDelay
+	if local.healthDelay <= 0 {
+		local.healthDelay = int64(job.LookupTaskGroup(a.GetTaskGroup()).GetUpdate().GetMinHealthyTime().AsDuration())
+	}
+	local.unhealthy = Fails(a.GetId()+"/health", unhealthyFraction(job))
+	if local.status == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
+		local.healthAt = now + local.healthDelay
+	}
+}
+
+// reportedHealth is the health the servers hold for the allocation, nil
+// while undecided.
+func reportedHealth(a *droverv1.Allocation) *bool {
+	if st := a.GetDeploymentStatus(); st != nil {
+		return st.Healthy
+	}
+	return nil
+}
+
+// UnhealthyMetaKey is the job meta key that makes simulated agents report
+// a share of a job version's deployment allocations unhealthy: its value
+// is that share, from 0 to 1 ("0.5"). A version without it is healthy; a
+// test or a demo registers a version with it to roll out a bad version on
+// purpose. Real agents ignore it.
+const UnhealthyMetaKey = "drover.sim.unhealthy_fraction"
+
+// unhealthyFraction reads UnhealthyMetaKey from the job, 0 if absent or
+// not a number from 0 to 1.
+func unhealthyFraction(job *droverv1.Job) float64 {
+	v, err := strconv.ParseFloat(job.GetMeta()[UnhealthyMetaKey], 64)
+	if err != nil || v < 0 || v > 1 {
+		return 0
+	}
+	return v
 }
 
 // adopt starts tracking an allocation the agent has not seen: a new one
@@ -124,6 +219,26 @@ func (s *allocSet) runFrom(a *simAlloc, now int64) {
 	if a.batch {
 		a.next = now + s.batchRun
 	}
+	if a.inDeployment() && a.health == healthUndecided {
+		a.healthAt = now + a.healthDelay
+	}
+}
+
+// decideHealth decides the health of a running allocation of a deployment
+// once its time has come, and marks a failed one unhealthy at once.
+func (a *simAlloc) decideHealth(now int64) {
+	if !a.inDeployment() || a.health != healthUndecided {
+		return
+	}
+	switch {
+	case a.status == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED:
+		a.health, a.healthTime, a.healthAt = healthUnhealthy, now, 0
+	case a.status == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING && a.healthAt != 0 && a.healthAt <= now:
+		a.health, a.healthTime, a.healthAt = healthHealthy, now, 0
+		if a.unhealthy {
+			a.health = healthUnhealthy
+		}
+	}
 }
 
 // advance moves on every allocation whose time has come.
@@ -131,6 +246,7 @@ func (s *allocSet) advance(now int64) change {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, a := range s.m {
+		a.decideHealth(now)
 		if a.next == 0 || a.next > now {
 			continue
 		}
@@ -138,6 +254,7 @@ func (s *allocSet) advance(now int64) change {
 		case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING:
 			if a.fails && !a.batch {
 				a.status, a.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED, 0
+				a.decideHealth(now)
 				continue
 			}
 			a.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
@@ -150,6 +267,7 @@ func (s *allocSet) advance(now int64) change {
 		default:
 			a.next = 0
 		}
+		a.decideHealth(now)
 	}
 	return s.changeLocked(now)
 }
@@ -179,8 +297,10 @@ func (s *allocSet) changeLocked(now int64) change {
 	var c change
 	for _, a := range s.m {
 		c.dirty = c.dirty || a.dirty()
-		if a.next != 0 && (c.next == 0 || a.next < c.next) {
-			c.next = a.next
+		for _, t := range []int64{a.next, a.healthAt} {
+			if t != 0 && (c.next == 0 || t < c.next) {
+				c.next = t
+			}
 		}
 	}
 	if c.next != 0 {
@@ -196,7 +316,12 @@ func (s *allocSet) reports() []*droverv1.AllocClientUpdate {
 	var out []*droverv1.AllocClientUpdate
 	for id, a := range s.m {
 		if a.dirty() {
-			out = append(out, &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: a.status})
+			u := &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: a.status}
+			if a.health != healthUndecided {
+				healthy := a.health == healthHealthy
+				u.Healthy, u.HealthTimestamp = &healthy, a.healthTime
+			}
+			out = append(out, u)
 		}
 	}
 	return out
@@ -208,8 +333,15 @@ func (s *allocSet) acked(sent []*droverv1.AllocClientUpdate, index uint64, unkno
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, u := range sent {
-		if a := s.m[u.GetAllocId()]; a != nil && a.status == u.GetClientStatus() {
+		a := s.m[u.GetAllocId()]
+		if a == nil {
+			continue
+		}
+		if a.status == u.GetClientStatus() {
 			a.reported, a.ackIndex = a.status, index
+		}
+		if u.Healthy != nil && (a.health == healthHealthy) == u.GetHealthy() {
+			a.healthAcked = a.health
 		}
 	}
 	for _, id := range unknown {

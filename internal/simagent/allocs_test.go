@@ -5,6 +5,9 @@ import (
 	"maps"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -40,7 +43,7 @@ func answer(allocs ...*droverv1.Allocation) *droverv1.GetAllocsResponse {
 }
 
 func setOf(m map[string]simAlloc) *allocSet {
-	s := newAllocSet(startDelay, batchRun, 0)
+	s := newAllocSet(startDelay, batchRun, 0, 0)
 	for id, a := range m {
 		s.m[id] = &a
 	}
@@ -280,7 +283,7 @@ func TestAllocSetFailures(t *testing.T) {
 }
 
 func TestAllocSetAdoptsTheFailureOfItsID(t *testing.T) {
-	s := newAllocSet(startDelay, batchRun, 0.5)
+	s := newAllocSet(startDelay, batchRun, 0.5, 0)
 	var ids []string
 	for i := range 50 {
 		ids = append(ids, fmt.Sprintf("a%d", i))
@@ -294,5 +297,47 @@ func TestAllocSetAdoptsTheFailureOfItsID(t *testing.T) {
 		if got, want := s.m[id].fails, Fails(id, 0.5); got != want {
 			t.Errorf("allocation %s fails %v, want %v", id, got, want)
 		}
+	}
+}
+
+// TestAllocSetHealth follows allocations of a deployment: healthy after the
+// group's min_healthy_time running, unhealthy when the job version says so
+// (UnhealthyMetaKey) or when they fail; each reported once acknowledged.
+func TestAllocSetHealth(t *testing.T) {
+	const minHealthy = 500
+	jobWith := func(meta map[string]string) *droverv1.Job {
+		return &droverv1.Job{Id: "s", Type: droverv1.JobType_JOB_TYPE_SERVICE, Meta: meta, TaskGroups: []*droverv1.TaskGroup{{
+			Name: "g", Update: &droverv1.UpdateStrategy{MinHealthyTime: durationpb.New(minHealthy)}}}}
+	}
+	for _, tc := range []struct {
+		name        string
+		job         *droverv1.Job
+		failureRate float64
+		want        *bool
+		at          int64
+	}{
+		{"healthy after min_healthy_time", jobWith(nil), 0, proto.Bool(true), now + startDelay + minHealthy},
+		{"a bad version", jobWith(map[string]string{UnhealthyMetaKey: "1"}), 0, proto.Bool(false), now + startDelay + minHealthy},
+		{"failed", jobWith(nil), 1, proto.Bool(false), now + startDelay},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newAllocSet(startDelay, batchRun, tc.failureRate, 0)
+			a := &droverv1.Allocation{Id: "a", JobId: "s", TaskGroup: "g", DesiredStatus: run, ClientStatus: pending, ModifyIndex: 5, DeploymentId: "d1"}
+			s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{a}, Jobs: []*droverv1.Job{tc.job}}, now)
+			for t0 := int64(now); t0 <= tc.at; {
+				c := s.advance(t0)
+				if c.next == 0 || c.next <= t0 {
+					break
+				}
+				t0 = c.next
+			}
+			reports := s.reports()
+			if len(reports) != 1 || reports[0].Healthy == nil || reports[0].GetHealthy() != *tc.want || reports[0].GetHealthTimestamp() != tc.at {
+				t.Fatalf("reports %v, want health %v decided at %d", reports, *tc.want, tc.at)
+			}
+			if s.acked(reports, 9, nil) {
+				t.Errorf("changes remain after the servers acknowledged the health")
+			}
+		})
 	}
 }

@@ -46,6 +46,10 @@ type Config struct {
 	// BatchRunTime. Which ones fail follows from a hash of the allocation
 	// id (see Fails), so a test can predict it.
 	FailureRate float64
+	// HealthDelay is how long after it starts running an allocation of a
+	// deployment is reported healthy (or unhealthy, see UnhealthyMetaKey);
+	// zero means its group's update.min_healthy_time, as a real agent.
+	HealthDelay time.Duration
 	// Faults makes some nodes disconnect and come back now and then.
 	Faults Faults
 
@@ -146,6 +150,9 @@ func (c Config) validate() error {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("simagent: %s %s is negative", d.name, d.v))
 		}
+	}
+	if c.HealthDelay < 0 {
+		errs = append(errs, fmt.Errorf("simagent: health delay %s must not be negative", c.HealthDelay))
 	}
 	if c.FailureRate < 0 || c.FailureRate > 1 || math.IsNaN(c.FailureRate) {
 		errs = append(errs, fmt.Errorf("simagent: failure rate %g must be between 0 and 1", c.FailureRate))

@@ -248,7 +248,8 @@ func (a *Applier) record(p *droverv1.Plan, ver verification) {
 
 // entry builds the raft entry of the accepted node plans.
 func (a *Applier) entry(p *droverv1.Plan, accepted []*droverv1.NodePlan) *droverv1.PlanResultEntry {
-	e := &droverv1.PlanResultEntry{EvalId: p.GetEvalId(), AppliedAt: a.cfg.Now()}
+	e := &droverv1.PlanResultEntry{EvalId: p.GetEvalId(), AppliedAt: a.cfg.Now(),
+		Deployment: p.GetDeployment(), DeploymentUpdates: p.GetDeploymentUpdates()}
 	for _, np := range accepted {
 		e.Allocations = append(e.Allocations, np.GetAllocations()...)
 		e.Stops = append(e.Stops, np.GetStops()...)

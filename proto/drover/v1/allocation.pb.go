@@ -232,10 +232,15 @@ type Allocation struct {
 	// only when this moves.
 	AllocModifyIndex uint64 `protobuf:"varint,22,opt,name=alloc_modify_index,json=allocModifyIndex,proto3" json:"alloc_modify_index,omitempty"`
 	// Unix nanoseconds.
-	CreateTime    int64 `protobuf:"varint,23,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	ModifyTime    int64 `protobuf:"varint,24,opt,name=modify_time,json=modifyTime,proto3" json:"modify_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreateTime int64 `protobuf:"varint,23,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	ModifyTime int64 `protobuf:"varint,24,opt,name=modify_time,json=modifyTime,proto3" json:"modify_time,omitempty"`
+	// The deployment that placed or last updated the allocation; empty for
+	// allocations outside a rollout.
+	DeploymentId string `protobuf:"bytes,25,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	// The allocation's health in that deployment, as its agent reported it.
+	DeploymentStatus *AllocDeploymentStatus `protobuf:"bytes,26,opt,name=deployment_status,json=deploymentStatus,proto3" json:"deployment_status,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Allocation) Reset() {
@@ -434,6 +439,20 @@ func (x *Allocation) GetModifyTime() int64 {
 		return x.ModifyTime
 	}
 	return 0
+}
+
+func (x *Allocation) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *Allocation) GetDeploymentStatus() *AllocDeploymentStatus {
+	if x != nil {
+		return x.DeploymentStatus
+	}
+	return nil
 }
 
 // AllocatedResources is what an allocation holds on its node.
@@ -817,8 +836,15 @@ type AllocClientUpdate struct {
 	// Only pending, running, complete and failed may be reported by agents.
 	ClientStatus      AllocClientStatus `protobuf:"varint,2,opt,name=client_status,json=clientStatus,proto3,enum=drover.v1.AllocClientStatus" json:"client_status,omitempty"`
 	ClientDescription string            `protobuf:"bytes,3,opt,name=client_description,json=clientDescription,proto3" json:"client_description,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// For an allocation of a deployment, its health once the agent has
+	// decided: healthy after running min_healthy_time, unhealthy if it
+	// failed or healthy_deadline passed first. Unset while undecided; ignored
+	// for allocations outside a deployment.
+	Healthy *bool `protobuf:"varint,4,opt,name=healthy,proto3,oneof" json:"healthy,omitempty"`
+	// Unix nanoseconds at which the agent decided the health.
+	HealthTimestamp int64 `protobuf:"varint,5,opt,name=health_timestamp,json=healthTimestamp,proto3" json:"health_timestamp,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AllocClientUpdate) Reset() {
@@ -872,11 +898,25 @@ func (x *AllocClientUpdate) GetClientDescription() string {
 	return ""
 }
 
+func (x *AllocClientUpdate) GetHealthy() bool {
+	if x != nil && x.Healthy != nil {
+		return *x.Healthy
+	}
+	return false
+}
+
+func (x *AllocClientUpdate) GetHealthTimestamp() int64 {
+	if x != nil {
+		return x.HealthTimestamp
+	}
+	return 0
+}
+
 var File_drover_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_drover_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1adrover/v1/allocation.proto\x12\tdrover.v1\"\x83\b\n" +
+	"\x1adrover/v1/allocation.proto\x12\tdrover.v1\x1a\x1adrover/v1/deployment.proto\"\xf7\b\n" +
 	"\n" +
 	"Allocation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
@@ -907,7 +947,9 @@ const file_drover_v1_allocation_proto_rawDesc = "" +
 	"\vcreate_time\x18\x17 \x01(\x03R\n" +
 	"createTime\x12\x1f\n" +
 	"\vmodify_time\x18\x18 \x01(\x03R\n" +
-	"modifyTime\"\xa3\x01\n" +
+	"modifyTime\x12#\n" +
+	"\rdeployment_id\x18\x19 \x01(\tR\fdeploymentId\x12M\n" +
+	"\x11deployment_status\x18\x1a \x01(\v2 .drover.v1.AllocDeploymentStatusR\x10deploymentStatus\"\xa3\x01\n" +
 	"\x12AllocatedResources\x12\x17\n" +
 	"\acpu_mhz\x18\x01 \x01(\x03R\x06cpuMhz\x12\x1b\n" +
 	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\x12\x17\n" +
@@ -935,11 +977,15 @@ const file_drover_v1_allocation_proto_rawDesc = "" +
 	"\rprev_alloc_id\x18\x02 \x01(\tR\vprevAllocId\x12 \n" +
 	"\fprev_node_id\x18\x03 \x01(\tR\n" +
 	"prevNodeId\x12\x14\n" +
-	"\x05delay\x18\x04 \x01(\x03R\x05delay\"\xa0\x01\n" +
+	"\x05delay\x18\x04 \x01(\x03R\x05delay\"\xf6\x01\n" +
 	"\x11AllocClientUpdate\x12\x19\n" +
 	"\balloc_id\x18\x01 \x01(\tR\aallocId\x12A\n" +
 	"\rclient_status\x18\x02 \x01(\x0e2\x1c.drover.v1.AllocClientStatusR\fclientStatus\x12-\n" +
-	"\x12client_description\x18\x03 \x01(\tR\x11clientDescription*\x97\x01\n" +
+	"\x12client_description\x18\x03 \x01(\tR\x11clientDescription\x12\x1d\n" +
+	"\ahealthy\x18\x04 \x01(\bH\x00R\ahealthy\x88\x01\x01\x12)\n" +
+	"\x10health_timestamp\x18\x05 \x01(\x03R\x0fhealthTimestampB\n" +
+	"\n" +
+	"\b_healthy*\x97\x01\n" +
 	"\x12AllocDesiredStatus\x12$\n" +
 	" ALLOC_DESIRED_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ALLOC_DESIRED_STATUS_RUN\x10\x01\x12\x1d\n" +
@@ -972,17 +1018,18 @@ func file_drover_v1_allocation_proto_rawDescGZIP() []byte {
 var file_drover_v1_allocation_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_drover_v1_allocation_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_drover_v1_allocation_proto_goTypes = []any{
-	(AllocDesiredStatus)(0),    // 0: drover.v1.AllocDesiredStatus
-	(AllocClientStatus)(0),     // 1: drover.v1.AllocClientStatus
-	(AllocStateField)(0),       // 2: drover.v1.AllocStateField
-	(*Allocation)(nil),         // 3: drover.v1.Allocation
-	(*AllocatedResources)(nil), // 4: drover.v1.AllocatedResources
-	(*AllocatedPort)(nil),      // 5: drover.v1.AllocatedPort
-	(*AllocState)(nil),         // 6: drover.v1.AllocState
-	(*DesiredTransition)(nil),  // 7: drover.v1.DesiredTransition
-	(*RescheduleTracker)(nil),  // 8: drover.v1.RescheduleTracker
-	(*RescheduleEvent)(nil),    // 9: drover.v1.RescheduleEvent
-	(*AllocClientUpdate)(nil),  // 10: drover.v1.AllocClientUpdate
+	(AllocDesiredStatus)(0),       // 0: drover.v1.AllocDesiredStatus
+	(AllocClientStatus)(0),        // 1: drover.v1.AllocClientStatus
+	(AllocStateField)(0),          // 2: drover.v1.AllocStateField
+	(*Allocation)(nil),            // 3: drover.v1.Allocation
+	(*AllocatedResources)(nil),    // 4: drover.v1.AllocatedResources
+	(*AllocatedPort)(nil),         // 5: drover.v1.AllocatedPort
+	(*AllocState)(nil),            // 6: drover.v1.AllocState
+	(*DesiredTransition)(nil),     // 7: drover.v1.DesiredTransition
+	(*RescheduleTracker)(nil),     // 8: drover.v1.RescheduleTracker
+	(*RescheduleEvent)(nil),       // 9: drover.v1.RescheduleEvent
+	(*AllocClientUpdate)(nil),     // 10: drover.v1.AllocClientUpdate
+	(*AllocDeploymentStatus)(nil), // 11: drover.v1.AllocDeploymentStatus
 }
 var file_drover_v1_allocation_proto_depIdxs = []int32{
 	4,  // 0: drover.v1.Allocation.resources:type_name -> drover.v1.AllocatedResources
@@ -991,16 +1038,17 @@ var file_drover_v1_allocation_proto_depIdxs = []int32{
 	1,  // 3: drover.v1.Allocation.client_status:type_name -> drover.v1.AllocClientStatus
 	6,  // 4: drover.v1.Allocation.alloc_states:type_name -> drover.v1.AllocState
 	8,  // 5: drover.v1.Allocation.reschedule_tracker:type_name -> drover.v1.RescheduleTracker
-	5,  // 6: drover.v1.AllocatedResources.ports:type_name -> drover.v1.AllocatedPort
-	2,  // 7: drover.v1.AllocState.field:type_name -> drover.v1.AllocStateField
-	1,  // 8: drover.v1.AllocState.client_status:type_name -> drover.v1.AllocClientStatus
-	9,  // 9: drover.v1.RescheduleTracker.events:type_name -> drover.v1.RescheduleEvent
-	1,  // 10: drover.v1.AllocClientUpdate.client_status:type_name -> drover.v1.AllocClientStatus
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 6: drover.v1.Allocation.deployment_status:type_name -> drover.v1.AllocDeploymentStatus
+	5,  // 7: drover.v1.AllocatedResources.ports:type_name -> drover.v1.AllocatedPort
+	2,  // 8: drover.v1.AllocState.field:type_name -> drover.v1.AllocStateField
+	1,  // 9: drover.v1.AllocState.client_status:type_name -> drover.v1.AllocClientStatus
+	9,  // 10: drover.v1.RescheduleTracker.events:type_name -> drover.v1.RescheduleEvent
+	1,  // 11: drover.v1.AllocClientUpdate.client_status:type_name -> drover.v1.AllocClientStatus
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_allocation_proto_init() }
@@ -1008,6 +1056,8 @@ func file_drover_v1_allocation_proto_init() {
 	if File_drover_v1_allocation_proto != nil {
 		return
 	}
+	file_drover_v1_deployment_proto_init()
+	file_drover_v1_allocation_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

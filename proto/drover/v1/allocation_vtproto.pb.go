@@ -49,6 +49,8 @@ func (m *Allocation) CloneVT() *Allocation {
 	r.AllocModifyIndex = m.AllocModifyIndex
 	r.CreateTime = m.CreateTime
 	r.ModifyTime = m.ModifyTime
+	r.DeploymentId = m.DeploymentId
+	r.DeploymentStatus = m.DeploymentStatus.CloneVT()
 	if rhs := m.AllocStates; rhs != nil {
 		tmpContainer := make([]*AllocState, len(rhs))
 		for k, v := range rhs {
@@ -201,6 +203,11 @@ func (m *AllocClientUpdate) CloneVT() *AllocClientUpdate {
 	r.AllocId = m.AllocId
 	r.ClientStatus = m.ClientStatus
 	r.ClientDescription = m.ClientDescription
+	r.HealthTimestamp = m.HealthTimestamp
+	if rhs := m.Healthy; rhs != nil {
+		tmpVal := *rhs
+		r.Healthy = &tmpVal
+	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -302,6 +309,12 @@ func (this *Allocation) EqualVT(that *Allocation) bool {
 		return false
 	}
 	if this.ModifyTime != that.ModifyTime {
+		return false
+	}
+	if this.DeploymentId != that.DeploymentId {
+		return false
+	}
+	if !this.DeploymentStatus.EqualVT(that.DeploymentStatus) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -507,6 +520,12 @@ func (this *AllocClientUpdate) EqualVT(that *AllocClientUpdate) bool {
 	if this.ClientDescription != that.ClientDescription {
 		return false
 	}
+	if p, q := this.Healthy, that.Healthy; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	if this.HealthTimestamp != that.HealthTimestamp {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -546,6 +565,27 @@ func (m *Allocation) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.DeploymentStatus != nil {
+		size, err := m.DeploymentStatus.MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xd2
+	}
+	if len(m.DeploymentId) > 0 {
+		i -= len(m.DeploymentId)
+		copy(dAtA[i:], m.DeploymentId)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.DeploymentId)))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xca
 	}
 	if m.ModifyTime != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ModifyTime))
@@ -1088,6 +1128,21 @@ func (m *AllocClientUpdate) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.HealthTimestamp != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.HealthTimestamp))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.Healthy != nil {
+		i--
+		if *m.Healthy {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x20
+	}
 	if len(m.ClientDescription) > 0 {
 		i -= len(m.ClientDescription)
 		copy(dAtA[i:], m.ClientDescription)
@@ -1204,6 +1259,14 @@ func (m *Allocation) SizeVT() (n int) {
 	}
 	if m.ModifyTime != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.ModifyTime))
+	}
+	l = len(m.DeploymentId)
+	if l > 0 {
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.DeploymentStatus != nil {
+		l = m.DeploymentStatus.SizeVT()
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1349,6 +1412,12 @@ func (m *AllocClientUpdate) SizeVT() (n int) {
 	l = len(m.ClientDescription)
 	if l > 0 {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.Healthy != nil {
+		n += 2
+	}
+	if m.HealthTimestamp != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.HealthTimestamp))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2040,6 +2109,74 @@ func (m *Allocation) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 25:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DeploymentId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.DeploymentId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 26:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DeploymentStatus", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.DeploymentStatus == nil {
+				m.DeploymentStatus = &AllocDeploymentStatus{}
+			}
+			if err := m.DeploymentStatus.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -2907,6 +3044,46 @@ func (m *AllocClientUpdate) UnmarshalVT(dAtA []byte) error {
 			}
 			m.ClientDescription = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Healthy", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			b := bool(v != 0)
+			m.Healthy = &b
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field HealthTimestamp", wireType)
+			}
+			m.HealthTimestamp = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.HealthTimestamp |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

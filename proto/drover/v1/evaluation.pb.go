@@ -110,6 +110,8 @@ const (
 	EvalTrigger_EVAL_TRIGGER_FAILED_FOLLOW_UP EvalTrigger = 11
 	// The scheduler gave up after too many partially committed plans.
 	EvalTrigger_EVAL_TRIGGER_MAX_PLANS EvalTrigger = 12
+	// A deployment moved on: promoted, resumed, failed, or progress made.
+	EvalTrigger_EVAL_TRIGGER_DEPLOYMENT EvalTrigger = 13
 )
 
 // Enum value maps for EvalTrigger.
@@ -128,6 +130,7 @@ var (
 		10: "EVAL_TRIGGER_QUEUED_ALLOCS",
 		11: "EVAL_TRIGGER_FAILED_FOLLOW_UP",
 		12: "EVAL_TRIGGER_MAX_PLANS",
+		13: "EVAL_TRIGGER_DEPLOYMENT",
 	}
 	EvalTrigger_value = map[string]int32{
 		"EVAL_TRIGGER_UNSPECIFIED":            0,
@@ -143,6 +146,7 @@ var (
 		"EVAL_TRIGGER_QUEUED_ALLOCS":          10,
 		"EVAL_TRIGGER_FAILED_FOLLOW_UP":       11,
 		"EVAL_TRIGGER_MAX_PLANS":              12,
+		"EVAL_TRIGGER_DEPLOYMENT":             13,
 	}
 )
 
@@ -598,7 +602,7 @@ const file_drover_v1_evaluation_proto_rawDesc = "" +
 	"\x13EVAL_STATUS_BLOCKED\x10\x02\x12\x18\n" +
 	"\x14EVAL_STATUS_COMPLETE\x10\x03\x12\x16\n" +
 	"\x12EVAL_STATUS_FAILED\x10\x04\x12\x18\n" +
-	"\x14EVAL_STATUS_CANCELED\x10\x05*\xaa\x03\n" +
+	"\x14EVAL_STATUS_CANCELED\x10\x05*\xc7\x03\n" +
 	"\vEvalTrigger\x12\x1c\n" +
 	"\x18EVAL_TRIGGER_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EVAL_TRIGGER_JOB_REGISTER\x10\x01\x12\x1f\n" +
@@ -613,7 +617,8 @@ const file_drover_v1_evaluation_proto_rawDesc = "" +
 	"\x1aEVAL_TRIGGER_QUEUED_ALLOCS\x10\n" +
 	"\x12!\n" +
 	"\x1dEVAL_TRIGGER_FAILED_FOLLOW_UP\x10\v\x12\x1a\n" +
-	"\x16EVAL_TRIGGER_MAX_PLANS\x10\fB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\x16EVAL_TRIGGER_MAX_PLANS\x10\f\x12\x1b\n" +
+	"\x17EVAL_TRIGGER_DEPLOYMENT\x10\rB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_evaluation_proto_rawDescOnce sync.Once

@@ -30,6 +30,7 @@ const (
 	Topic_TOPIC_JOB         Topic = 2
 	Topic_TOPIC_ALLOCATION  Topic = 3
 	Topic_TOPIC_EVALUATION  Topic = 4
+	Topic_TOPIC_DEPLOYMENT  Topic = 5
 )
 
 // Enum value maps for Topic.
@@ -40,6 +41,7 @@ var (
 		2: "TOPIC_JOB",
 		3: "TOPIC_ALLOCATION",
 		4: "TOPIC_EVALUATION",
+		5: "TOPIC_DEPLOYMENT",
 	}
 	Topic_value = map[string]int32{
 		"TOPIC_UNSPECIFIED": 0,
@@ -47,6 +49,7 @@ var (
 		"TOPIC_JOB":         2,
 		"TOPIC_ALLOCATION":  3,
 		"TOPIC_EVALUATION":  4,
+		"TOPIC_DEPLOYMENT":  5,
 	}
 )
 
@@ -83,7 +86,8 @@ type Event struct {
 	Topic Topic                  `protobuf:"varint,1,opt,name=topic,proto3,enum=drover.v1.Topic" json:"topic,omitempty"`
 	// What happened, named after the write: NodeRegistered, NodeStatusUpdated,
 	// AllocationClientUpdated, JobRegistered, JobDeregistered,
-	// EvaluationUpdated, PlanApplied.
+	// EvaluationUpdated, PlanApplied, DeploymentStatusUpdated,
+	// DeploymentPromoted.
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// The object's id.
 	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
@@ -97,6 +101,7 @@ type Event struct {
 	//	*Event_Job
 	//	*Event_Allocation
 	//	*Event_Evaluation
+	//	*Event_Deployment
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -203,6 +208,15 @@ func (x *Event) GetEvaluation() *Evaluation {
 	return nil
 }
 
+func (x *Event) GetDeployment() *Deployment {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_Deployment); ok {
+			return x.Deployment
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -223,6 +237,10 @@ type Event_Evaluation struct {
 	Evaluation *Evaluation `protobuf:"bytes,8,opt,name=evaluation,proto3,oneof"`
 }
 
+type Event_Deployment struct {
+	Deployment *Deployment `protobuf:"bytes,9,opt,name=deployment,proto3,oneof"`
+}
+
 func (*Event_Node) isEvent_Payload() {}
 
 func (*Event_Job) isEvent_Payload() {}
@@ -231,11 +249,13 @@ func (*Event_Allocation) isEvent_Payload() {}
 
 func (*Event_Evaluation) isEvent_Payload() {}
 
+func (*Event_Deployment) isEvent_Payload() {}
+
 var File_drover_v1_event_proto protoreflect.FileDescriptor
 
 const file_drover_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x15drover/v1/event.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\"\xb3\x02\n" +
+	"\x15drover/v1/event.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\"\xec\x02\n" +
 	"\x05Event\x12&\n" +
 	"\x05topic\x18\x01 \x01(\x0e2\x10.drover.v1.TopicR\x05topic\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x10\n" +
@@ -248,15 +268,19 @@ const file_drover_v1_event_proto_rawDesc = "" +
 	"allocation\x127\n" +
 	"\n" +
 	"evaluation\x18\b \x01(\v2\x15.drover.v1.EvaluationH\x00R\n" +
-	"evaluationB\t\n" +
-	"\apayload*i\n" +
+	"evaluation\x127\n" +
+	"\n" +
+	"deployment\x18\t \x01(\v2\x15.drover.v1.DeploymentH\x00R\n" +
+	"deploymentB\t\n" +
+	"\apayload*\x7f\n" +
 	"\x05Topic\x12\x15\n" +
 	"\x11TOPIC_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"TOPIC_NODE\x10\x01\x12\r\n" +
 	"\tTOPIC_JOB\x10\x02\x12\x14\n" +
 	"\x10TOPIC_ALLOCATION\x10\x03\x12\x14\n" +
-	"\x10TOPIC_EVALUATION\x10\x04B5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\x10TOPIC_EVALUATION\x10\x04\x12\x14\n" +
+	"\x10TOPIC_DEPLOYMENT\x10\x05B5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_event_proto_rawDescOnce sync.Once
@@ -279,6 +303,7 @@ var file_drover_v1_event_proto_goTypes = []any{
 	(*Job)(nil),        // 3: drover.v1.Job
 	(*Allocation)(nil), // 4: drover.v1.Allocation
 	(*Evaluation)(nil), // 5: drover.v1.Evaluation
+	(*Deployment)(nil), // 6: drover.v1.Deployment
 }
 var file_drover_v1_event_proto_depIdxs = []int32{
 	0, // 0: drover.v1.Event.topic:type_name -> drover.v1.Topic
@@ -286,11 +311,12 @@ var file_drover_v1_event_proto_depIdxs = []int32{
 	3, // 2: drover.v1.Event.job:type_name -> drover.v1.Job
 	4, // 3: drover.v1.Event.allocation:type_name -> drover.v1.Allocation
 	5, // 4: drover.v1.Event.evaluation:type_name -> drover.v1.Evaluation
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 5: drover.v1.Event.deployment:type_name -> drover.v1.Deployment
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_event_proto_init() }
@@ -299,6 +325,7 @@ func file_drover_v1_event_proto_init() {
 		return
 	}
 	file_drover_v1_allocation_proto_init()
+	file_drover_v1_deployment_proto_init()
 	file_drover_v1_evaluation_proto_init()
 	file_drover_v1_job_proto_init()
 	file_drover_v1_node_proto_init()
@@ -307,6 +334,7 @@ func file_drover_v1_event_proto_init() {
 		(*Event_Job)(nil),
 		(*Event_Allocation)(nil),
 		(*Event_Evaluation)(nil),
+		(*Event_Deployment)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

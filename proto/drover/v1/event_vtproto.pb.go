@@ -78,6 +78,15 @@ func (m *Event_Evaluation) CloneVT() isEvent_Payload {
 	return r
 }
 
+func (m *Event_Deployment) CloneVT() isEvent_Payload {
+	if m == nil {
+		return (*Event_Deployment)(nil)
+	}
+	r := new(Event_Deployment)
+	r.Deployment = m.Deployment.CloneVT()
+	return r
+}
+
 func (this *Event) EqualVT(that *Event) bool {
 	if this == that {
 		return true
@@ -208,6 +217,31 @@ func (this *Event_Evaluation) EqualVT(thatIface isEvent_Payload) bool {
 		}
 		if q == nil {
 			q = &Evaluation{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
+func (this *Event_Deployment) EqualVT(thatIface isEvent_Payload) bool {
+	that, ok := thatIface.(*Event_Deployment)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.Deployment, that.Deployment; p != q {
+		if p == nil {
+			p = &Deployment{}
+		}
+		if q == nil {
+			q = &Deployment{}
 		}
 		if !p.EqualVT(q) {
 			return false
@@ -374,6 +408,29 @@ func (m *Event_Evaluation) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	}
 	return len(dAtA) - i, nil
 }
+func (m *Event_Deployment) MarshalToVT(dAtA []byte) (int, error) {
+	size := m.SizeVT()
+	return m.MarshalToSizedBufferVT(dAtA[:size])
+}
+
+func (m *Event_Deployment) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	if m.Deployment != nil {
+		size, err := m.Deployment.MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x4a
+	} else {
+		i = protohelpers.EncodeVarint(dAtA, i, 0)
+		i--
+		dAtA[i] = 0x4a
+	}
+	return len(dAtA) - i, nil
+}
 func (m *Event) SizeVT() (n int) {
 	if m == nil {
 		return 0
@@ -451,6 +508,20 @@ func (m *Event_Evaluation) SizeVT() (n int) {
 	_ = l
 	if m.Evaluation != nil {
 		l = m.Evaluation.SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	} else {
+		n += 2
+	}
+	return n
+}
+func (m *Event_Deployment) SizeVT() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.Deployment != nil {
+		l = m.Deployment.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	} else {
 		n += 2
@@ -750,6 +821,47 @@ func (m *Event) UnmarshalVT(dAtA []byte) error {
 					return err
 				}
 				m.Payload = &Event_Evaluation{Evaluation: v}
+			}
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deployment", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if oneof, ok := m.Payload.(*Event_Deployment); ok {
+				if err := oneof.Deployment.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+			} else {
+				v := &Deployment{}
+				if err := v.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+				m.Payload = &Event_Deployment{Deployment: v}
 			}
 			iNdEx = postIndex
 		default:

@@ -371,3 +371,47 @@ func validatePage(v *violations, p *PageOptions) {
 	v.text("page.prefix", p.GetPrefix(), maxNameLen, false)
 	v.text("page.next_token", p.GetNextToken(), maxNameLen, false)
 }
+
+// Validate checks a deployment read.
+func (r *GetDeploymentRequest) Validate() error {
+	var v violations
+	v.uuid("deployment_id", r.GetDeploymentId())
+	return v.err()
+}
+
+// Validate checks a deployment listing.
+func (r *ListDeploymentsRequest) Validate() error {
+	var v violations
+	if r.GetJobId() != "" {
+		v.identifier("job_id", r.GetJobId())
+	}
+	validatePage(&v, r.GetPage())
+	return v.err()
+}
+
+// Validate checks a promotion.
+func (r *PromoteDeploymentRequest) Validate() error {
+	var v violations
+	v.uuid("deployment_id", r.GetDeploymentId())
+	if len(r.GetGroups()) > maxJobTaskGroups {
+		v.add("groups", "must name at most %d groups", maxJobTaskGroups)
+	}
+	for i, g := range r.GetGroups() {
+		v.identifier(fmt.Sprintf("groups[%d]", i), g)
+	}
+	return v.err()
+}
+
+// Validate checks a pause or resume.
+func (r *PauseDeploymentRequest) Validate() error {
+	var v violations
+	v.uuid("deployment_id", r.GetDeploymentId())
+	return v.err()
+}
+
+// Validate checks a failure.
+func (r *FailDeploymentRequest) Validate() error {
+	var v violations
+	v.uuid("deployment_id", r.GetDeploymentId())
+	return v.err()
+}

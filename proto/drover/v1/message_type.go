@@ -33,6 +33,10 @@ const (
 	// of JobRegister, because a server that does not know the check would
 	// apply the entry without it and diverge.
 	MessageTypeJobRegisterChecked MessageType = 16
+	// MessageTypeDeploymentStatus is a DeploymentStatusUpdateEntry; the
+	// scheduler creates deployments only once every server knows it.
+	MessageTypeDeploymentStatus  MessageType = 17
+	MessageTypeDeploymentPromote MessageType = 18 // DeploymentPromoteEntry
 
 	// MessageTypeClusterMetadata is a ClusterMetadataEntry. Ignorable: a
 	// server that does not know it loses nothing but the cluster id.
@@ -79,6 +83,8 @@ var entryTypes = [256]EntryType{
 	MessageTypeAllocTransition:    {MessageTypeAllocTransition, "AllocTransition", FirstRelease},
 	MessageTypeClusterMetadata:    {MessageTypeClusterMetadata, "ClusterMetadata", "0.2.0"},
 	MessageTypeJobRegisterChecked: {MessageTypeJobRegisterChecked, "JobRegisterChecked", "0.2.0"},
+	MessageTypeDeploymentStatus:   {MessageTypeDeploymentStatus, "DeploymentStatus", "0.2.0"},
+	MessageTypeDeploymentPromote:  {MessageTypeDeploymentPromote, "DeploymentPromote", "0.2.0"},
 }
 
 // EntryTypes lists every entry type in type order.

@@ -111,6 +111,12 @@ func (r *UpdateAllocRequest) Validate() error {
 			v.add(field+".client_status", "must be pending, running, complete or failed")
 		}
 		v.text(field+".client_description", a.GetClientDescription(), maxLongTextLen, false)
+		switch {
+		case a.Healthy != nil && a.GetHealthTimestamp() <= 0:
+			v.add(field+".health_timestamp", "must say when the health was decided (unix nanoseconds)")
+		case a.Healthy == nil && a.GetHealthTimestamp() != 0:
+			v.add(field+".health_timestamp", "is set without healthy")
+		}
 	}
 	return v.err()
 }

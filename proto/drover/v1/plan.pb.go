@@ -37,8 +37,12 @@ type Plan struct {
 	// What the scheduler decided for each task group, by group name. For
 	// people and for JobService.Plan; the applier ignores it.
 	DesiredUpdates map[string]*DesiredUpdates `protobuf:"bytes,7,rep,name=desired_updates,json=desiredUpdates,proto3" json:"desired_updates,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The deployment the plan creates or updates, and status changes of
+	// deployments; the applier writes them with the plan.
+	Deployment        *Deployment               `protobuf:"bytes,8,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	DeploymentUpdates []*DeploymentStatusUpdate `protobuf:"bytes,9,rep,name=deployment_updates,json=deploymentUpdates,proto3" json:"deployment_updates,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
@@ -116,6 +120,20 @@ func (x *Plan) GetSnapshotIndex() uint64 {
 func (x *Plan) GetDesiredUpdates() map[string]*DesiredUpdates {
 	if x != nil {
 		return x.DesiredUpdates
+	}
+	return nil
+}
+
+func (x *Plan) GetDeployment() *Deployment {
+	if x != nil {
+		return x.Deployment
+	}
+	return nil
+}
+
+func (x *Plan) GetDeploymentUpdates() []*DeploymentStatusUpdate {
+	if x != nil {
+		return x.DeploymentUpdates
 	}
 	return nil
 }
@@ -443,7 +461,7 @@ var File_drover_v1_plan_proto protoreflect.FileDescriptor
 
 const file_drover_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\"\xf8\x02\n" +
+	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\"\x81\x04\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1d\n" +
 	"\n" +
@@ -453,7 +471,11 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\n" +
 	"node_plans\x18\x05 \x03(\v2\x13.drover.v1.NodePlanR\tnodePlans\x12%\n" +
 	"\x0esnapshot_index\x18\x06 \x01(\x04R\rsnapshotIndex\x12L\n" +
-	"\x0fdesired_updates\x18\a \x03(\v2#.drover.v1.Plan.DesiredUpdatesEntryR\x0edesiredUpdates\x1a\\\n" +
+	"\x0fdesired_updates\x18\a \x03(\v2#.drover.v1.Plan.DesiredUpdatesEntryR\x0edesiredUpdates\x125\n" +
+	"\n" +
+	"deployment\x18\b \x01(\v2\x15.drover.v1.DeploymentR\n" +
+	"deployment\x12P\n" +
+	"\x12deployment_updates\x18\t \x03(\v2!.drover.v1.DeploymentStatusUpdateR\x11deploymentUpdates\x1a\\\n" +
 	"\x13DesiredUpdatesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x01\"\xe1\x01\n" +
@@ -498,30 +520,34 @@ func file_drover_v1_plan_proto_rawDescGZIP() []byte {
 
 var file_drover_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_drover_v1_plan_proto_goTypes = []any{
-	(*Plan)(nil),            // 0: drover.v1.Plan
-	(*DesiredUpdates)(nil),  // 1: drover.v1.DesiredUpdates
-	(*NodePlan)(nil),        // 2: drover.v1.NodePlan
-	(*AllocStop)(nil),       // 3: drover.v1.AllocStop
-	(*PlanResult)(nil),      // 4: drover.v1.PlanResult
-	nil,                     // 5: drover.v1.Plan.DesiredUpdatesEntry
-	(*Allocation)(nil),      // 6: drover.v1.Allocation
-	(AllocDesiredStatus)(0), // 7: drover.v1.AllocDesiredStatus
-	(AllocClientStatus)(0),  // 8: drover.v1.AllocClientStatus
+	(*Plan)(nil),                   // 0: drover.v1.Plan
+	(*DesiredUpdates)(nil),         // 1: drover.v1.DesiredUpdates
+	(*NodePlan)(nil),               // 2: drover.v1.NodePlan
+	(*AllocStop)(nil),              // 3: drover.v1.AllocStop
+	(*PlanResult)(nil),             // 4: drover.v1.PlanResult
+	nil,                            // 5: drover.v1.Plan.DesiredUpdatesEntry
+	(*Deployment)(nil),             // 6: drover.v1.Deployment
+	(*DeploymentStatusUpdate)(nil), // 7: drover.v1.DeploymentStatusUpdate
+	(*Allocation)(nil),             // 8: drover.v1.Allocation
+	(AllocDesiredStatus)(0),        // 9: drover.v1.AllocDesiredStatus
+	(AllocClientStatus)(0),         // 10: drover.v1.AllocClientStatus
 }
 var file_drover_v1_plan_proto_depIdxs = []int32{
-	2, // 0: drover.v1.Plan.node_plans:type_name -> drover.v1.NodePlan
-	5, // 1: drover.v1.Plan.desired_updates:type_name -> drover.v1.Plan.DesiredUpdatesEntry
-	6, // 2: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
-	3, // 3: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
-	7, // 4: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
-	8, // 5: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
-	2, // 6: drover.v1.PlanResult.node_plans:type_name -> drover.v1.NodePlan
-	1, // 7: drover.v1.Plan.DesiredUpdatesEntry.value:type_name -> drover.v1.DesiredUpdates
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	2,  // 0: drover.v1.Plan.node_plans:type_name -> drover.v1.NodePlan
+	5,  // 1: drover.v1.Plan.desired_updates:type_name -> drover.v1.Plan.DesiredUpdatesEntry
+	6,  // 2: drover.v1.Plan.deployment:type_name -> drover.v1.Deployment
+	7,  // 3: drover.v1.Plan.deployment_updates:type_name -> drover.v1.DeploymentStatusUpdate
+	8,  // 4: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
+	3,  // 5: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
+	9,  // 6: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
+	10, // 7: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
+	2,  // 8: drover.v1.PlanResult.node_plans:type_name -> drover.v1.NodePlan
+	1,  // 9: drover.v1.Plan.DesiredUpdatesEntry.value:type_name -> drover.v1.DesiredUpdates
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_plan_proto_init() }
@@ -530,6 +556,7 @@ func file_drover_v1_plan_proto_init() {
 		return
 	}
 	file_drover_v1_allocation_proto_init()
+	file_drover_v1_deployment_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

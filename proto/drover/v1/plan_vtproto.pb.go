@@ -29,6 +29,7 @@ func (m *Plan) CloneVT() *Plan {
 	r.Priority = m.Priority
 	r.JobId = m.JobId
 	r.SnapshotIndex = m.SnapshotIndex
+	r.Deployment = m.Deployment.CloneVT()
 	if rhs := m.NodePlans; rhs != nil {
 		tmpContainer := make([]*NodePlan, len(rhs))
 		for k, v := range rhs {
@@ -42,6 +43,13 @@ func (m *Plan) CloneVT() *Plan {
 			tmpContainer[k] = v.CloneVT()
 		}
 		r.DesiredUpdates = tmpContainer
+	}
+	if rhs := m.DeploymentUpdates; rhs != nil {
+		tmpContainer := make([]*DeploymentStatusUpdate, len(rhs))
+		for k, v := range rhs {
+			tmpContainer[k] = v.CloneVT()
+		}
+		r.DeploymentUpdates = tmpContainer
 	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
@@ -211,6 +219,26 @@ func (this *Plan) EqualVT(that *Plan) bool {
 			}
 			if q == nil {
 				q = &DesiredUpdates{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if !this.Deployment.EqualVT(that.Deployment) {
+		return false
+	}
+	if len(this.DeploymentUpdates) != len(that.DeploymentUpdates) {
+		return false
+	}
+	for i, vx := range this.DeploymentUpdates {
+		vy := that.DeploymentUpdates[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &DeploymentStatusUpdate{}
+			}
+			if q == nil {
+				q = &DeploymentStatusUpdate{}
 			}
 			if !p.EqualVT(q) {
 				return false
@@ -425,6 +453,28 @@ func (m *Plan) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.DeploymentUpdates) > 0 {
+		for iNdEx := len(m.DeploymentUpdates) - 1; iNdEx >= 0; iNdEx-- {
+			size, err := m.DeploymentUpdates[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+			i--
+			dAtA[i] = 0x4a
+		}
+	}
+	if m.Deployment != nil {
+		size, err := m.Deployment.MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x42
 	}
 	if len(m.DesiredUpdates) > 0 {
 		for k := range m.DesiredUpdates {
@@ -795,6 +845,16 @@ func (m *Plan) SizeVT() (n int) {
 			l += 1 + protohelpers.SizeOfVarint(uint64(l))
 			mapEntrySize := 1 + len(k) + protohelpers.SizeOfVarint(uint64(len(k))) + l
 			n += mapEntrySize + 1 + protohelpers.SizeOfVarint(uint64(mapEntrySize))
+		}
+	}
+	if m.Deployment != nil {
+		l = m.Deployment.SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if len(m.DeploymentUpdates) > 0 {
+		for _, e := range m.DeploymentUpdates {
+			l = e.SizeVT()
+			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
 	}
 	n += len(m.unknownFields)
@@ -1239,6 +1299,76 @@ func (m *Plan) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.DesiredUpdates[mapkey] = mapvalue
+			iNdEx = postIndex
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deployment", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Deployment == nil {
+				m.Deployment = &Deployment{}
+			}
+			if err := m.Deployment.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DeploymentUpdates", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.DeploymentUpdates = append(m.DeploymentUpdates, &DeploymentStatusUpdate{})
+			if err := m.DeploymentUpdates[len(m.DeploymentUpdates)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -509,9 +509,16 @@ type PlanResultEntry struct {
 	// Evaluations created or updated together with the plan.
 	Evals []*Evaluation `protobuf:"bytes,4,rep,name=evals,proto3" json:"evals,omitempty"`
 	// Unix nanoseconds.
-	AppliedAt     int64 `protobuf:"varint,5,opt,name=applied_at,json=appliedAt,proto3" json:"applied_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AppliedAt int64 `protobuf:"varint,5,opt,name=applied_at,json=appliedAt,proto3" json:"applied_at,omitempty"`
+	// A deployment the plan creates, or the new desired counts of the
+	// current one. Only when every server knows deployments (the scheduler
+	// creates them only then).
+	Deployment *Deployment `protobuf:"bytes,6,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	// Status changes the scheduler decided: a deployment cancelled by a newer
+	// version or a stop, or found successful.
+	DeploymentUpdates []*DeploymentStatusUpdate `protobuf:"bytes,7,rep,name=deployment_updates,json=deploymentUpdates,proto3" json:"deployment_updates,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PlanResultEntry) Reset() {
@@ -579,6 +586,167 @@ func (x *PlanResultEntry) GetAppliedAt() int64 {
 	return 0
 }
 
+func (x *PlanResultEntry) GetDeployment() *Deployment {
+	if x != nil {
+		return x.Deployment
+	}
+	return nil
+}
+
+func (x *PlanResultEntry) GetDeploymentUpdates() []*DeploymentStatusUpdate {
+	if x != nil {
+		return x.DeploymentUpdates
+	}
+	return nil
+}
+
+// DeploymentStatusUpdateEntry writes deployment status changes decided by
+// an operator or the deployment watcher, with the evaluations that move
+// the deployments on and, for an automatic revert, the registration of the
+// stable version, all in one entry.
+type DeploymentStatusUpdateEntry struct {
+	state   protoimpl.MessageState    `protogen:"open.v1"`
+	Updates []*DeploymentStatusUpdate `protobuf:"bytes,1,rep,name=updates,proto3" json:"updates,omitempty"`
+	Evals   []*Evaluation             `protobuf:"bytes,2,rep,name=evals,proto3" json:"evals,omitempty"`
+	// The job version to register again, when a failure reverts.
+	Revert *JobRegisterEntry `protobuf:"bytes,3,opt,name=revert,proto3" json:"revert,omitempty"`
+	// Unix nanoseconds.
+	UpdatedAt     int64 `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentStatusUpdateEntry) Reset() {
+	*x = DeploymentStatusUpdateEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentStatusUpdateEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentStatusUpdateEntry) ProtoMessage() {}
+
+func (x *DeploymentStatusUpdateEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentStatusUpdateEntry.ProtoReflect.Descriptor instead.
+func (*DeploymentStatusUpdateEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeploymentStatusUpdateEntry) GetUpdates() []*DeploymentStatusUpdate {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
+func (x *DeploymentStatusUpdateEntry) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+func (x *DeploymentStatusUpdateEntry) GetRevert() *JobRegisterEntry {
+	if x != nil {
+		return x.Revert
+	}
+	return nil
+}
+
+func (x *DeploymentStatusUpdateEntry) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// DeploymentPromoteEntry promotes the canaries of a deployment, for every
+// group with canaries or the named ones, with the evaluation that goes on
+// with the rollout.
+type DeploymentPromoteEntry struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	// Empty: every group with canaries.
+	Groups []string    `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	Eval   *Evaluation `protobuf:"bytes,3,opt,name=eval,proto3" json:"eval,omitempty"`
+	// Unix nanoseconds.
+	PromotedAt    int64 `protobuf:"varint,4,opt,name=promoted_at,json=promotedAt,proto3" json:"promoted_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentPromoteEntry) Reset() {
+	*x = DeploymentPromoteEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentPromoteEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentPromoteEntry) ProtoMessage() {}
+
+func (x *DeploymentPromoteEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentPromoteEntry.ProtoReflect.Descriptor instead.
+func (*DeploymentPromoteEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeploymentPromoteEntry) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *DeploymentPromoteEntry) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *DeploymentPromoteEntry) GetEval() *Evaluation {
+	if x != nil {
+		return x.Eval
+	}
+	return nil
+}
+
+func (x *DeploymentPromoteEntry) GetPromotedAt() int64 {
+	if x != nil {
+		return x.PromotedAt
+	}
+	return 0
+}
+
 // ServerUpsertEntry records a server's addresses and version.
 type ServerUpsertEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -589,7 +757,7 @@ type ServerUpsertEntry struct {
 
 func (x *ServerUpsertEntry) Reset() {
 	*x = ServerUpsertEntry{}
-	mi := &file_drover_v1_raft_proto_msgTypes[8]
+	mi := &file_drover_v1_raft_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +769,7 @@ func (x *ServerUpsertEntry) String() string {
 func (*ServerUpsertEntry) ProtoMessage() {}
 
 func (x *ServerUpsertEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_raft_proto_msgTypes[8]
+	mi := &file_drover_v1_raft_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +782,7 @@ func (x *ServerUpsertEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerUpsertEntry.ProtoReflect.Descriptor instead.
 func (*ServerUpsertEntry) Descriptor() ([]byte, []int) {
-	return file_drover_v1_raft_proto_rawDescGZIP(), []int{8}
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ServerUpsertEntry) GetServer() *ServerMember {
@@ -634,7 +802,7 @@ type ServerRemoveEntry struct {
 
 func (x *ServerRemoveEntry) Reset() {
 	*x = ServerRemoveEntry{}
-	mi := &file_drover_v1_raft_proto_msgTypes[9]
+	mi := &file_drover_v1_raft_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +814,7 @@ func (x *ServerRemoveEntry) String() string {
 func (*ServerRemoveEntry) ProtoMessage() {}
 
 func (x *ServerRemoveEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_raft_proto_msgTypes[9]
+	mi := &file_drover_v1_raft_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +827,7 @@ func (x *ServerRemoveEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRemoveEntry.ProtoReflect.Descriptor instead.
 func (*ServerRemoveEntry) Descriptor() ([]byte, []int) {
-	return file_drover_v1_raft_proto_rawDescGZIP(), []int{9}
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ServerRemoveEntry) GetServerId() string {
@@ -687,7 +855,7 @@ type NodeEligibilityEntry struct {
 
 func (x *NodeEligibilityEntry) Reset() {
 	*x = NodeEligibilityEntry{}
-	mi := &file_drover_v1_raft_proto_msgTypes[10]
+	mi := &file_drover_v1_raft_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +867,7 @@ func (x *NodeEligibilityEntry) String() string {
 func (*NodeEligibilityEntry) ProtoMessage() {}
 
 func (x *NodeEligibilityEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_raft_proto_msgTypes[10]
+	mi := &file_drover_v1_raft_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +880,7 @@ func (x *NodeEligibilityEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEligibilityEntry.ProtoReflect.Descriptor instead.
 func (*NodeEligibilityEntry) Descriptor() ([]byte, []int) {
-	return file_drover_v1_raft_proto_rawDescGZIP(), []int{10}
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeEligibilityEntry) GetNodeId() string {
@@ -775,7 +943,7 @@ type NodeDrainEntry struct {
 
 func (x *NodeDrainEntry) Reset() {
 	*x = NodeDrainEntry{}
-	mi := &file_drover_v1_raft_proto_msgTypes[11]
+	mi := &file_drover_v1_raft_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +955,7 @@ func (x *NodeDrainEntry) String() string {
 func (*NodeDrainEntry) ProtoMessage() {}
 
 func (x *NodeDrainEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_raft_proto_msgTypes[11]
+	mi := &file_drover_v1_raft_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +968,7 @@ func (x *NodeDrainEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainEntry.ProtoReflect.Descriptor instead.
 func (*NodeDrainEntry) Descriptor() ([]byte, []int) {
-	return file_drover_v1_raft_proto_rawDescGZIP(), []int{11}
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeDrainEntry) GetNodeId() string {
@@ -865,14 +1033,16 @@ type GCEntry struct {
 	// Stopped jobs to purge with every version.
 	JobIds []string `protobuf:"bytes,4,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
 	// Old versions of live jobs that no allocation refers to.
-	JobVersions   []*JobVersionRef `protobuf:"bytes,5,rep,name=job_versions,json=jobVersions,proto3" json:"job_versions,omitempty"`
+	JobVersions []*JobVersionRef `protobuf:"bytes,5,rep,name=job_versions,json=jobVersions,proto3" json:"job_versions,omitempty"`
+	// Terminal deployments past the GC threshold.
+	DeploymentIds []string `protobuf:"bytes,6,rep,name=deployment_ids,json=deploymentIds,proto3" json:"deployment_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GCEntry) Reset() {
 	*x = GCEntry{}
-	mi := &file_drover_v1_raft_proto_msgTypes[12]
+	mi := &file_drover_v1_raft_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1054,7 @@ func (x *GCEntry) String() string {
 func (*GCEntry) ProtoMessage() {}
 
 func (x *GCEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_raft_proto_msgTypes[12]
+	mi := &file_drover_v1_raft_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1067,7 @@ func (x *GCEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GCEntry.ProtoReflect.Descriptor instead.
 func (*GCEntry) Descriptor() ([]byte, []int) {
-	return file_drover_v1_raft_proto_rawDescGZIP(), []int{12}
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GCEntry) GetNodeIds() []string {
@@ -935,6 +1105,13 @@ func (x *GCEntry) GetJobVersions() []*JobVersionRef {
 	return nil
 }
 
+func (x *GCEntry) GetDeploymentIds() []string {
+	if x != nil {
+		return x.DeploymentIds
+	}
+	return nil
+}
+
 // JobVersionRef names one version of a job.
 type JobVersionRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -946,7 +1123,7 @@ type JobVersionRef struct {
 
 func (x *JobVersionRef) Reset() {
 	*x = JobVersionRef{}
-	mi := &file_drover_v1_raft_proto_msgTypes[13]
+	mi := &file_drover_v1_raft_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1135,7 @@ func (x *JobVersionRef) String() string {
 func (*JobVersionRef) ProtoMessage() {}
 
 func (x *JobVersionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_raft_proto_msgTypes[13]
+	mi := &file_drover_v1_raft_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1148,7 @@ func (x *JobVersionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobVersionRef.ProtoReflect.Descriptor instead.
 func (*JobVersionRef) Descriptor() ([]byte, []int) {
-	return file_drover_v1_raft_proto_rawDescGZIP(), []int{13}
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JobVersionRef) GetJobId() string {
@@ -1001,7 +1178,7 @@ type NodeStatusBatchEntry struct {
 
 func (x *NodeStatusBatchEntry) Reset() {
 	*x = NodeStatusBatchEntry{}
-	mi := &file_drover_v1_raft_proto_msgTypes[14]
+	mi := &file_drover_v1_raft_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1190,7 @@ func (x *NodeStatusBatchEntry) String() string {
 func (*NodeStatusBatchEntry) ProtoMessage() {}
 
 func (x *NodeStatusBatchEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_raft_proto_msgTypes[14]
+	mi := &file_drover_v1_raft_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1203,7 @@ func (x *NodeStatusBatchEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusBatchEntry.ProtoReflect.Descriptor instead.
 func (*NodeStatusBatchEntry) Descriptor() ([]byte, []int) {
-	return file_drover_v1_raft_proto_rawDescGZIP(), []int{14}
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeStatusBatchEntry) GetUpdates() []*NodeStatusEntry {
@@ -1054,7 +1231,7 @@ type AllocDesiredTransitionEntry struct {
 
 func (x *AllocDesiredTransitionEntry) Reset() {
 	*x = AllocDesiredTransitionEntry{}
-	mi := &file_drover_v1_raft_proto_msgTypes[15]
+	mi := &file_drover_v1_raft_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1243,7 @@ func (x *AllocDesiredTransitionEntry) String() string {
 func (*AllocDesiredTransitionEntry) ProtoMessage() {}
 
 func (x *AllocDesiredTransitionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_raft_proto_msgTypes[15]
+	mi := &file_drover_v1_raft_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1256,7 @@ func (x *AllocDesiredTransitionEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocDesiredTransitionEntry.ProtoReflect.Descriptor instead.
 func (*AllocDesiredTransitionEntry) Descriptor() ([]byte, []int) {
-	return file_drover_v1_raft_proto_rawDescGZIP(), []int{15}
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AllocDesiredTransitionEntry) GetTransitions() map[string]*DesiredTransition {
@@ -1115,7 +1292,7 @@ type ClusterMetadataEntry struct {
 
 func (x *ClusterMetadataEntry) Reset() {
 	*x = ClusterMetadataEntry{}
-	mi := &file_drover_v1_raft_proto_msgTypes[16]
+	mi := &file_drover_v1_raft_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1304,7 @@ func (x *ClusterMetadataEntry) String() string {
 func (*ClusterMetadataEntry) ProtoMessage() {}
 
 func (x *ClusterMetadataEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_raft_proto_msgTypes[16]
+	mi := &file_drover_v1_raft_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1317,7 @@ func (x *ClusterMetadataEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMetadataEntry.ProtoReflect.Descriptor instead.
 func (*ClusterMetadataEntry) Descriptor() ([]byte, []int) {
-	return file_drover_v1_raft_proto_rawDescGZIP(), []int{16}
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClusterMetadataEntry) GetMetadata() *ClusterMetadata {
@@ -1154,7 +1331,7 @@ var File_drover_v1_raft_proto protoreflect.FileDescriptor
 
 const file_drover_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x14drover/v1/raft.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\x1a\x14drover/v1/plan.proto\x1a\x16drover/v1/server.proto\"_\n" +
+	"\x14drover/v1/raft.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\x1a\x14drover/v1/plan.proto\x1a\x16drover/v1/server.proto\"_\n" +
 	"\x11NodeRegisterEntry\x12%\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x0f.drover.v1.NodeR\x05nodes\x12#\n" +
 	"\rregistered_at\x18\x02 \x01(\x03R\fregisteredAt\"\xb4\x02\n" +
@@ -1190,14 +1367,30 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\">\n" +
 	"\x0fEvalUpdateEntry\x12+\n" +
-	"\x05evals\x18\x01 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xdb\x01\n" +
+	"\x05evals\x18\x01 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xe4\x02\n" +
 	"\x0fPlanResultEntry\x127\n" +
 	"\vallocations\x18\x01 \x03(\v2\x15.drover.v1.AllocationR\vallocations\x12*\n" +
 	"\x05stops\x18\x02 \x03(\v2\x14.drover.v1.AllocStopR\x05stops\x12\x17\n" +
 	"\aeval_id\x18\x03 \x01(\tR\x06evalId\x12+\n" +
 	"\x05evals\x18\x04 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\x12\x1d\n" +
 	"\n" +
-	"applied_at\x18\x05 \x01(\x03R\tappliedAt\"D\n" +
+	"applied_at\x18\x05 \x01(\x03R\tappliedAt\x125\n" +
+	"\n" +
+	"deployment\x18\x06 \x01(\v2\x15.drover.v1.DeploymentR\n" +
+	"deployment\x12P\n" +
+	"\x12deployment_updates\x18\a \x03(\v2!.drover.v1.DeploymentStatusUpdateR\x11deploymentUpdates\"\xdb\x01\n" +
+	"\x1bDeploymentStatusUpdateEntry\x12;\n" +
+	"\aupdates\x18\x01 \x03(\v2!.drover.v1.DeploymentStatusUpdateR\aupdates\x12+\n" +
+	"\x05evals\x18\x02 \x03(\v2\x15.drover.v1.EvaluationR\x05evals\x123\n" +
+	"\x06revert\x18\x03 \x01(\v2\x1b.drover.v1.JobRegisterEntryR\x06revert\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\"\xa1\x01\n" +
+	"\x16DeploymentPromoteEntry\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups\x12)\n" +
+	"\x04eval\x18\x03 \x01(\v2\x15.drover.v1.EvaluationR\x04eval\x12\x1f\n" +
+	"\vpromoted_at\x18\x04 \x01(\x03R\n" +
+	"promotedAt\"D\n" +
 	"\x11ServerUpsertEntry\x12/\n" +
 	"\x06server\x18\x01 \x01(\v2\x17.drover.v1.ServerMemberR\x06server\"0\n" +
 	"\x11ServerRemoveEntry\x12\x1b\n" +
@@ -1217,13 +1410,14 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"\x05event\x18\x05 \x01(\v2\x14.drover.v1.NodeEventR\x05event\x12\x1d\n" +
 	"\n" +
 	"updated_at\x18\x06 \x01(\x03R\tupdatedAt\x12+\n" +
-	"\x05evals\x18\a \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xb2\x01\n" +
+	"\x05evals\x18\a \x03(\v2\x15.drover.v1.EvaluationR\x05evals\"\xd9\x01\n" +
 	"\aGCEntry\x12\x19\n" +
 	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\x12\x1b\n" +
 	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x19\n" +
 	"\beval_ids\x18\x03 \x03(\tR\aevalIds\x12\x17\n" +
 	"\ajob_ids\x18\x04 \x03(\tR\x06jobIds\x12;\n" +
-	"\fjob_versions\x18\x05 \x03(\v2\x18.drover.v1.JobVersionRefR\vjobVersions\"@\n" +
+	"\fjob_versions\x18\x05 \x03(\v2\x18.drover.v1.JobVersionRefR\vjobVersions\x12%\n" +
+	"\x0edeployment_ids\x18\x06 \x03(\tR\rdeploymentIds\"@\n" +
 	"\rJobVersionRef\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"L\n" +
@@ -1252,7 +1446,7 @@ func file_drover_v1_raft_proto_rawDescGZIP() []byte {
 	return file_drover_v1_raft_proto_rawDescData
 }
 
-var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_drover_v1_raft_proto_goTypes = []any{
 	(*NodeRegisterEntry)(nil),           // 0: drover.v1.NodeRegisterEntry
 	(*NodeStatusEntry)(nil),             // 1: drover.v1.NodeStatusEntry
@@ -1262,63 +1456,73 @@ var file_drover_v1_raft_proto_goTypes = []any{
 	(*JobDeregisterEntry)(nil),          // 5: drover.v1.JobDeregisterEntry
 	(*EvalUpdateEntry)(nil),             // 6: drover.v1.EvalUpdateEntry
 	(*PlanResultEntry)(nil),             // 7: drover.v1.PlanResultEntry
-	(*ServerUpsertEntry)(nil),           // 8: drover.v1.ServerUpsertEntry
-	(*ServerRemoveEntry)(nil),           // 9: drover.v1.ServerRemoveEntry
-	(*NodeEligibilityEntry)(nil),        // 10: drover.v1.NodeEligibilityEntry
-	(*NodeDrainEntry)(nil),              // 11: drover.v1.NodeDrainEntry
-	(*GCEntry)(nil),                     // 12: drover.v1.GCEntry
-	(*JobVersionRef)(nil),               // 13: drover.v1.JobVersionRef
-	(*NodeStatusBatchEntry)(nil),        // 14: drover.v1.NodeStatusBatchEntry
-	(*AllocDesiredTransitionEntry)(nil), // 15: drover.v1.AllocDesiredTransitionEntry
-	(*ClusterMetadataEntry)(nil),        // 16: drover.v1.ClusterMetadataEntry
-	nil,                                 // 17: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
-	(*Node)(nil),                        // 18: drover.v1.Node
-	(NodeStatus)(0),                     // 19: drover.v1.NodeStatus
-	(*NodeEvent)(nil),                   // 20: drover.v1.NodeEvent
-	(*Evaluation)(nil),                  // 21: drover.v1.Evaluation
-	(*AllocClientUpdate)(nil),           // 22: drover.v1.AllocClientUpdate
-	(*Job)(nil),                         // 23: drover.v1.Job
-	(*Allocation)(nil),                  // 24: drover.v1.Allocation
-	(*AllocStop)(nil),                   // 25: drover.v1.AllocStop
-	(*ServerMember)(nil),                // 26: drover.v1.ServerMember
-	(SchedulingEligibility)(0),          // 27: drover.v1.SchedulingEligibility
-	(*DrainStrategy)(nil),               // 28: drover.v1.DrainStrategy
-	(*ClusterMetadata)(nil),             // 29: drover.v1.ClusterMetadata
-	(*DesiredTransition)(nil),           // 30: drover.v1.DesiredTransition
+	(*DeploymentStatusUpdateEntry)(nil), // 8: drover.v1.DeploymentStatusUpdateEntry
+	(*DeploymentPromoteEntry)(nil),      // 9: drover.v1.DeploymentPromoteEntry
+	(*ServerUpsertEntry)(nil),           // 10: drover.v1.ServerUpsertEntry
+	(*ServerRemoveEntry)(nil),           // 11: drover.v1.ServerRemoveEntry
+	(*NodeEligibilityEntry)(nil),        // 12: drover.v1.NodeEligibilityEntry
+	(*NodeDrainEntry)(nil),              // 13: drover.v1.NodeDrainEntry
+	(*GCEntry)(nil),                     // 14: drover.v1.GCEntry
+	(*JobVersionRef)(nil),               // 15: drover.v1.JobVersionRef
+	(*NodeStatusBatchEntry)(nil),        // 16: drover.v1.NodeStatusBatchEntry
+	(*AllocDesiredTransitionEntry)(nil), // 17: drover.v1.AllocDesiredTransitionEntry
+	(*ClusterMetadataEntry)(nil),        // 18: drover.v1.ClusterMetadataEntry
+	nil,                                 // 19: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
+	(*Node)(nil),                        // 20: drover.v1.Node
+	(NodeStatus)(0),                     // 21: drover.v1.NodeStatus
+	(*NodeEvent)(nil),                   // 22: drover.v1.NodeEvent
+	(*Evaluation)(nil),                  // 23: drover.v1.Evaluation
+	(*AllocClientUpdate)(nil),           // 24: drover.v1.AllocClientUpdate
+	(*Job)(nil),                         // 25: drover.v1.Job
+	(*Allocation)(nil),                  // 26: drover.v1.Allocation
+	(*AllocStop)(nil),                   // 27: drover.v1.AllocStop
+	(*Deployment)(nil),                  // 28: drover.v1.Deployment
+	(*DeploymentStatusUpdate)(nil),      // 29: drover.v1.DeploymentStatusUpdate
+	(*ServerMember)(nil),                // 30: drover.v1.ServerMember
+	(SchedulingEligibility)(0),          // 31: drover.v1.SchedulingEligibility
+	(*DrainStrategy)(nil),               // 32: drover.v1.DrainStrategy
+	(*ClusterMetadata)(nil),             // 33: drover.v1.ClusterMetadata
+	(*DesiredTransition)(nil),           // 34: drover.v1.DesiredTransition
 }
 var file_drover_v1_raft_proto_depIdxs = []int32{
-	18, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
-	19, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
-	20, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
-	21, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
+	20, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
+	21, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
+	22, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
+	23, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
 	3,  // 4: drover.v1.AllocClientUpdateEntry.nodes:type_name -> drover.v1.NodeAllocUpdates
-	22, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
-	21, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
-	23, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
-	21, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
-	21, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
-	21, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
-	24, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
-	25, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
-	21, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
-	26, // 14: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
-	27, // 15: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
-	20, // 16: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
-	21, // 17: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
-	28, // 18: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
-	20, // 19: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
-	21, // 20: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
-	13, // 21: drover.v1.GCEntry.job_versions:type_name -> drover.v1.JobVersionRef
-	1,  // 22: drover.v1.NodeStatusBatchEntry.updates:type_name -> drover.v1.NodeStatusEntry
-	17, // 23: drover.v1.AllocDesiredTransitionEntry.transitions:type_name -> drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
-	21, // 24: drover.v1.AllocDesiredTransitionEntry.evals:type_name -> drover.v1.Evaluation
-	29, // 25: drover.v1.ClusterMetadataEntry.metadata:type_name -> drover.v1.ClusterMetadata
-	30, // 26: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry.value:type_name -> drover.v1.DesiredTransition
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	24, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
+	23, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
+	25, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
+	23, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
+	23, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
+	23, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
+	26, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
+	27, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
+	23, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
+	28, // 14: drover.v1.PlanResultEntry.deployment:type_name -> drover.v1.Deployment
+	29, // 15: drover.v1.PlanResultEntry.deployment_updates:type_name -> drover.v1.DeploymentStatusUpdate
+	29, // 16: drover.v1.DeploymentStatusUpdateEntry.updates:type_name -> drover.v1.DeploymentStatusUpdate
+	23, // 17: drover.v1.DeploymentStatusUpdateEntry.evals:type_name -> drover.v1.Evaluation
+	4,  // 18: drover.v1.DeploymentStatusUpdateEntry.revert:type_name -> drover.v1.JobRegisterEntry
+	23, // 19: drover.v1.DeploymentPromoteEntry.eval:type_name -> drover.v1.Evaluation
+	30, // 20: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
+	31, // 21: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
+	22, // 22: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
+	23, // 23: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
+	32, // 24: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
+	22, // 25: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
+	23, // 26: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
+	15, // 27: drover.v1.GCEntry.job_versions:type_name -> drover.v1.JobVersionRef
+	1,  // 28: drover.v1.NodeStatusBatchEntry.updates:type_name -> drover.v1.NodeStatusEntry
+	19, // 29: drover.v1.AllocDesiredTransitionEntry.transitions:type_name -> drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
+	23, // 30: drover.v1.AllocDesiredTransitionEntry.evals:type_name -> drover.v1.Evaluation
+	33, // 31: drover.v1.ClusterMetadataEntry.metadata:type_name -> drover.v1.ClusterMetadata
+	34, // 32: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry.value:type_name -> drover.v1.DesiredTransition
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_raft_proto_init() }
@@ -1327,6 +1531,7 @@ func file_drover_v1_raft_proto_init() {
 		return
 	}
 	file_drover_v1_allocation_proto_init()
+	file_drover_v1_deployment_proto_init()
 	file_drover_v1_evaluation_proto_init()
 	file_drover_v1_job_proto_init()
 	file_drover_v1_node_proto_init()
@@ -1339,7 +1544,7 @@ func file_drover_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_raft_proto_rawDesc), len(file_drover_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -36,6 +36,7 @@ type agentOptions struct {
 	startDelay     time.Duration
 	batchRunTime   time.Duration
 	failureRate    float64
+	healthDelay    time.Duration
 	heartbeatOnly  bool
 	flakyFraction  float64
 	flakyEvery     time.Duration
@@ -68,6 +69,7 @@ func agentFlags(stderr io.Writer) (*flag.FlagSet, *agentOptions) {
 	fs.DurationVar(&o.startDelay, "start-delay", time.Second, "how long an allocation stays pending before it runs")
 	fs.DurationVar(&o.batchRunTime, "batch-run-time", 30*time.Second, "how long a batch allocation runs before it completes")
 	fs.Float64Var(&o.failureRate, "failure-rate", 0, "share of allocations (0-1) that fail instead of running (batch: instead of completing)")
+	fs.DurationVar(&o.healthDelay, "health-delay", 0, "how long after it runs an allocation of a deployment is reported healthy (0: its group's min_healthy_time); job meta "+simagent.UnhealthyMetaKey+" = F makes that share of a version's allocations unhealthy")
 	fs.BoolVar(&o.heartbeatOnly, "heartbeat-only", false, "only register and heartbeat: no GetAllocs, no allocations")
 	fs.Float64Var(&o.flakyFraction, "flaky-fraction", 0, "share of nodes (0-1) that go silent now and then")
 	fs.DurationVar(&o.flakyEvery, "flaky-every", time.Minute, "a flaky node goes silent once per this period")
@@ -160,6 +162,7 @@ func (o *agentOptions) config() (simagent.Config, error) {
 		StartDelay:    o.startDelay,
 		BatchRunTime:  o.batchRunTime,
 		FailureRate:   o.failureRate,
+		HealthDelay:   o.healthDelay,
 		Faults: simagent.Faults{
 			Fraction: o.flakyFraction, Every: o.flakyEvery, Offline: o.flakyOffline, ReorderOnReturn: o.reorder,
 		},

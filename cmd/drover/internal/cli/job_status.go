@@ -86,6 +86,8 @@ type jobStatusJSON struct {
 	Job         json.RawMessage   `json:"job"`
 	Allocations []json.RawMessage `json:"allocations"`
 	Evaluations []json.RawMessage `json:"evaluations"`
+	// LatestDeployment is null when the job never had one.
+	LatestDeployment json.RawMessage `json:"latest_deployment"`
 }
 
 // showJob prints one job with its allocations and evaluations.
@@ -102,15 +104,28 @@ func showJob(ctx context.Context, s *session, w io.Writer, id string, verbose bo
 	if err != nil {
 		return s.fail(ctx, fmt.Sprintf("listing evaluations of job %q", id), err)
 	}
-	if s.opts.json {
-		return printJobStatusJSON(w, resp.GetJob(), allocs, evals)
+	deployments, err := droverv1.NewDeploymentServiceClient(s.conn).List(ctx, &droverv1.ListDeploymentsRequest{JobId: id})
+	if err != nil {
+		return s.fail(ctx, fmt.Sprintf("listing deployments of job %q", id), err)
 	}
-	return printJobStatus(w, jobView{job: resp.GetJob(), allocs: allocs, evals: evals, now: time.Now(), verbose: verbose})
+	var latest *droverv1.Deployment
+	if d := deployments.GetDeployments(); len(d) > 0 {
+		latest = d[0]
+	}
+	if s.opts.json {
+		return printJobStatusJSON(w, resp.GetJob(), allocs, evals, latest)
+	}
+	return printJobStatus(w, jobView{job: resp.GetJob(), allocs: allocs, evals: evals, deployment: latest, now: time.Now(), verbose: verbose})
 }
 
-func printJobStatusJSON(w io.Writer, job *droverv1.Job, allocs []*droverv1.Allocation, evals []*droverv1.Evaluation) error {
+func printJobStatusJSON(w io.Writer, job *droverv1.Job, allocs []*droverv1.Allocation, evals []*droverv1.Evaluation, latest *droverv1.Deployment) error {
 	var out jobStatusJSON
 	var err error
+	if latest != nil {
+		if out.LatestDeployment, err = jsonMessage(latest); err != nil {
+			return err
+		}
+	}
 	if out.Job, err = jsonMessage(job); err != nil {
 		return err
 	}
@@ -125,11 +140,13 @@ func printJobStatusJSON(w io.Writer, job *droverv1.Job, allocs []*droverv1.Alloc
 
 // jobView is what `job status ID` shows, read from the server.
 type jobView struct {
-	job     *droverv1.Job
-	allocs  []*droverv1.Allocation
-	evals   []*droverv1.Evaluation
-	now     time.Time // allocation ages are relative to it
-	verbose bool      // full ids
+	job    *droverv1.Job
+	allocs []*droverv1.Allocation
+	evals  []*droverv1.Evaluation
+	// deployment is the job's latest, nil if it never had one.
+	deployment *droverv1.Deployment
+	now        time.Time // allocation ages are relative to it
+	verbose    bool      // full ids
 }
 
 func (v jobView) id(s string) string {
@@ -159,6 +176,12 @@ func printJobStatus(w io.Writer, v jobView) error {
 	}
 	if err := printGroupSummary(w, j, v.allocs); err != nil {
 		return err
+	}
+	if d := v.deployment; d != nil {
+		fmt.Fprintf(w, "\nLatest Deployment\nID          = %s\nStatus      = %s\nDescription = %s\n\n", v.id(d.GetId()), d.GetStatus().Name(), d.GetStatusDescription())
+		if err := printDeploymentGroups(w, d); err != nil {
+			return err
+		}
 	}
 	evals := slices.Clone(v.evals)
 	newestFirst(evals)

@@ -23,6 +23,7 @@ func Root(stdout, stderr io.Writer) *ffcli.Command {
 			withServerSubcommands(serverCommand(stderr), stdout, stderr),
 			jobCommand(os.Stdin, stdout, stderr),
 			evalCommand(stdout, stderr),
+			deploymentCommand(stdout, stderr),
 			nodeCommand(stdout, stderr),
 			operatorCommand(stdout, stderr),
 			systemCommand(stdout, stderr),
