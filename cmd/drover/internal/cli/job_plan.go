@@ -66,14 +66,7 @@ func jobPlanCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 }
 
 func runJobPlan(ctx context.Context, opts *clientOptions, stdin io.Reader, stdout, stderr io.Writer, args []string) error {
-	if len(args) != 1 {
-		return errors.New("give exactly one job file, or - to read it from stdin")
-	}
-	job, err := readJobFile(args[0], stdin)
-	if err != nil {
-		return err
-	}
-	ctx, s, closeSession, err := openSession(ctx, opts, stderr)
+	ctx, s, job, closeSession, err := openJobFile(ctx, args, stdin, opts, stderr)
 	if err != nil {
 		return err
 	}

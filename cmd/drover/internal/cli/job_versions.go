@@ -28,14 +28,7 @@ func jobValidateCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Comman
 			"included.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
-			if len(args) != 1 {
-				return errors.New("give exactly one job file, or - to read it from stdin")
-			}
-			job, err := readJobFile(args[0], stdin)
-			if err != nil {
-				return err
-			}
-			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
+			ctx, s, job, closeSession, err := openJobFile(ctx, args, stdin, opts, stderr)
 			if err != nil {
 				return err
 			}

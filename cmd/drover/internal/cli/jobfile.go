@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +55,23 @@ func readJobFile(path string, stdin io.Reader) (*droverv1.Job, error) {
 		return nil, fmt.Errorf("job file %s: %w", name, err)
 	}
 	return job, nil
+}
+
+// openJobFile reads the one job file args names ("-" for stdin) and opens a
+// session to the servers; closeSession ends it.
+func openJobFile(ctx context.Context, args []string, stdin io.Reader, opts *clientOptions, stderr io.Writer) (context.Context, *session, *droverv1.Job, func(), error) {
+	if len(args) != 1 {
+		return nil, nil, nil, nil, errors.New("give exactly one job file, or - to read it from stdin")
+	}
+	job, err := readJobFile(args[0], stdin)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, s, closeSession, err := openSession(ctx, opts, stderr)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return ctx, s, job, closeSession, nil
 }
 
 // parseJob decodes a job file: a droverv1.Job in the protobuf JSON mapping,
