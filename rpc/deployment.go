@@ -61,7 +61,7 @@ func (s *deploymentService) Promote(ctx context.Context, req *droverv1.PromoteDe
 		return nil, err
 	}
 	now := time.Now().UnixNano()
-	eval := deploymentEval(job, d, now)
+	eval := DeploymentEval(job, d, now)
 	index, _, err := s.backend.Apply(ctx, droverv1.MessageTypeDeploymentPromote,
 		&droverv1.DeploymentPromoteEntry{DeploymentId: d.GetId(), Groups: req.GetGroups(), Eval: eval, PromotedAt: now})
 	if err != nil {
@@ -88,7 +88,7 @@ func (s *deploymentService) Pause(ctx context.Context, req *droverv1.PauseDeploy
 		update.Status, update.StatusDescription = droverv1.DeploymentStatus_DEPLOYMENT_STATUS_PAUSED, "Deployment is paused"
 	case !req.GetPause() && d.GetStatus() == droverv1.DeploymentStatus_DEPLOYMENT_STATUS_PAUSED:
 		update.Status, update.StatusDescription = droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, "Deployment is running"
-		entry.Evals = append(entry.Evals, deploymentEval(job, d, now))
+		entry.Evals = append(entry.Evals, DeploymentEval(job, d, now))
 	default:
 		return nil, fmt.Errorf("deployment %s is %s already: %w", d.GetId(), d.GetStatus().Name(), ErrFailedPrecondition)
 	}
@@ -109,12 +109,12 @@ func (s *deploymentService) Fail(ctx context.Context, req *droverv1.FailDeployme
 	update := &droverv1.DeploymentStatusUpdate{DeploymentId: d.GetId(),
 		Status: droverv1.DeploymentStatus_DEPLOYMENT_STATUS_FAILED, StatusDescription: "Deployment marked as failed"}
 	entry := &droverv1.DeploymentStatusUpdateEntry{Updates: []*droverv1.DeploymentStatusUpdate{update}, UpdatedAt: now}
-	rv := revertOnFailure(s.backend.State().Snapshot(), d, job, now)
+	rv := RevertOnFailure(s.backend.State().Snapshot(), d, job, now)
 	update.StatusDescription += rv.Note
 	if rv.Entry != nil {
 		entry.Revert = rv.Entry
 	} else {
-		entry.Evals = append(entry.Evals, deploymentEval(job, d, now))
+		entry.Evals = append(entry.Evals, DeploymentEval(job, d, now))
 	}
 	return s.writeStatus(ctx, entry, rv.Version)
 }
@@ -152,8 +152,8 @@ func (s *deploymentService) writeStatus(ctx context.Context, entry *droverv1.Dep
 	return resp, nil
 }
 
-// deploymentEval is the evaluation that moves a deployment on.
-func deploymentEval(job *droverv1.Job, d *droverv1.Deployment, now int64) *droverv1.Evaluation {
+// DeploymentEval is the evaluation that moves a deployment on.
+func DeploymentEval(job *droverv1.Job, d *droverv1.Deployment, now int64) *droverv1.Evaluation {
 	ev := NewEval(job, droverv1.EvalTrigger_EVAL_TRIGGER_DEPLOYMENT, "", now)
 	if p := d.GetEvalPriority(); p > 0 {
 		ev.Priority = p
@@ -161,8 +161,8 @@ func deploymentEval(job *droverv1.Job, d *droverv1.Deployment, now int64) *drove
 	return ev
 }
 
-// revert is what failing a deployment does to its job.
-type revert struct {
+// Revert is what failing a deployment does to its job.
+type Revert struct {
 	// Entry registers the stable version again; nil when there is none
 	// to go back to, or the deployment's groups do not revert.
 	Entry *droverv1.JobRegisterEntry
@@ -173,30 +173,30 @@ type revert struct {
 	Note string
 }
 
-// revertOnFailure decides the revert of a failing deployment of job: with
+// RevertOnFailure decides the revert of a failing deployment of job: with
 // auto_revert on any of its groups, the job's latest stable version older
 // than the deployment's (of the same job, not one purged and registered
 // again) is registered again, unless the current job has that
 // specification already.
-func revertOnFailure(snap *state.Snapshot, d *droverv1.Deployment, job *droverv1.Job, now int64) revert {
+func RevertOnFailure(snap *state.Snapshot, d *droverv1.Deployment, job *droverv1.Job, now int64) Revert {
 	reverts := false
 	for _, g := range d.GetGroups() {
 		reverts = reverts || g.GetAutoRevert()
 	}
 	if !reverts {
-		return revert{}
+		return Revert{}
 	}
 	stable := snap.LatestStableVersion(job.GetId(), d.GetJobVersion(), d.GetJobCreateIndex())
 	if stable == nil {
-		return revert{Note: " - no stable job version to auto revert to"}
+		return Revert{Note: " - no stable job version to auto revert to"}
 	}
 	if !stable.Supersedes(job) {
-		return revert{Note: fmt.Sprintf(" - not rolling back to stable job version %d as the current job has the same specification", stable.GetVersion())}
+		return Revert{Note: fmt.Sprintf(" - not rolling back to stable job version %d as the current job has the same specification", stable.GetVersion())}
 	}
 	j := stable.CloneVT()
 	j.ClearServerFields()
 	version := stable.GetVersion()
-	return revert{
+	return Revert{
 		Entry:   &droverv1.JobRegisterEntry{Job: j, Eval: NewEval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER, "", now), SubmittedAt: now},
 		Version: &version,
 		Note:    fmt.Sprintf(" - rolling back to job version %d", version),

@@ -117,7 +117,8 @@ func (g *genericScheduler) pass(ctx context.Context, eval *droverv1.Evaluation) 
 	}
 	plan := ec.plan()
 	plan.DesiredUpdates = res.desiredUpdates()
-	if len(plan.GetNodePlans()) == 0 && !g.cfg.SubmitEmptyPlans {
+	plan.Deployment, plan.DeploymentUpdates = res.deployment, res.deploymentUpdates
+	if len(plan.GetNodePlans()) == 0 && plan.Deployment == nil && len(plan.DeploymentUpdates) == 0 && !g.cfg.SubmitEmptyPlans {
 		return out, false, nil
 	}
 	result, refreshed, err := g.planner.SubmitPlan(ctx, plan)
@@ -153,6 +154,10 @@ func (g *genericScheduler) reconcileService(ec *evalContext, eval *droverv1.Eval
 		evalTriggeredBy: eval.GetTriggeredBy(),
 		evalByID:        g.state.EvalByID,
 		now:             ec.now(),
+		deployment:      g.state.LatestDeployment(eval.GetJobId()),
+		deployments:     g.cfg.Deployments != nil && g.cfg.Deployments(),
+		newDeploymentID: uuid.NewString,
+		evalPriority:    eval.GetPriority(),
 	})
 }
 
@@ -241,6 +246,7 @@ func newAlloc(ec *evalContext, job *droverv1.Job, eval *droverv1.Evaluation, p p
 		DesiredStatus: droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN,
 		ClientStatus:  droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
 		Score:         rn.score,
+		DeploymentId:  p.deploymentID,
 	}
 	if p.previous != nil {
 		a.PreviousAllocation = p.previous.GetId()

@@ -44,6 +44,17 @@ type reconcileInput struct {
 	evalTriggeredBy droverv1.EvalTrigger
 	// now is the current time in unix nanoseconds.
 	now int64
+
+	// deployment is the job's latest deployment, nil if it never had one.
+	deployment *droverv1.Deployment
+	// deployments says whether new versions may be rolled out through
+	// deployments: every server knows them.
+	deployments bool
+	// newDeploymentID names a deployment this reconciliation creates.
+	newDeploymentID func() string
+	// evalPriority is the priority the evaluations of a new deployment
+	// take.
+	evalPriority int32
 }
 
 // reconcileResult is what reconciliation decided for a job.
@@ -68,6 +79,10 @@ type reconcileResult struct {
 	followupEvals []*droverv1.Evaluation
 	// desired counts the decisions per task group, for status reporting.
 	desired map[string]*groupDesired
+	// deployment is a deployment to create; deploymentUpdates are status
+	// changes of existing ones (see deployment.go).
+	deployment        *droverv1.Deployment
+	deploymentUpdates []*droverv1.DeploymentStatusUpdate
 }
 
 // placement asks for one new allocation.
@@ -86,6 +101,8 @@ type placement struct {
 	// node is the node the allocation must go to; set only by the system
 	// reconciler.
 	node string
+	// deploymentID is the deployment the new allocation joins, if any.
+	deploymentID string
 }
 
 // allocStop asks for an existing allocation to stop.
@@ -137,6 +154,7 @@ func reconcile(in reconcileInput) *reconcileResult {
 	groups := allocsByGroup(in.allocs)
 	gone := func(id string) bool { return nodeGone(in.nodes[id]) }
 	if in.job == nil || in.job.GetStop() {
+		cancelDeployment(&in, res, "Cancelled because job is stopped")
 		for _, name := range slices.Sorted(maps.Keys(groups)) {
 			stopGroup(res, name, groups[name], gone, allocJobStopped)
 		}
@@ -144,10 +162,18 @@ func reconcile(in reconcileInput) *reconcileResult {
 	}
 	links := newAllocLinks(in.allocs)
 	later := &followups{}
+	d := currentDeployment(&in, res, groups)
+	var rollouts []*groupReconciler
 	for _, tg := range in.job.GetTaskGroups() {
-		newGroupReconciler(&in, tg, groups[tg.GetName()], links, later, res).reconcile()
+		g := newGroupReconciler(&in, tg, groups[tg.GetName()], links, later, res)
+		g.deployment = d
+		g.reconcile()
+		if g.rolledOut() {
+			rollouts = append(rollouts, g)
+		}
 		delete(groups, tg.GetName())
 	}
+	completeDeployment(res, d, rollouts)
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		stopGroup(res, name, groups[name], gone, allocNotNeeded)
 	}

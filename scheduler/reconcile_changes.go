@@ -28,6 +28,8 @@ type groupChanges struct {
 	copies  map[string]*droverv1.Allocation
 	// copyOrder keeps the result in a stable order.
 	copyOrder []*droverv1.Allocation
+	// join is the deployment new and updated allocations join, if any.
+	join string
 }
 
 func newGroupChanges(res *reconcileResult, group string, allocs []*droverv1.Allocation) *groupChanges {
@@ -72,15 +74,23 @@ func newAllocStop(a *droverv1.Allocation, description string, clientStatus drove
 
 // place asks for a new allocation.
 func (c *groupChanges) place(p placement) {
-	c.res.place = append(c.res.place, p)
+	c.res.place = append(c.res.place, c.joined(p))
 	c.desired.place++
+}
+
+// joined is p joining the group's deployment, if it has one.
+func (c *groupChanges) joined(p placement) placement {
+	if p.deploymentID == "" {
+		p.deploymentID = c.join
+	}
+	return p
 }
 
 // destructive stops an allocation and places its replacement.
 func (c *groupChanges) destructive(a *droverv1.Allocation, p placement) {
 	c.res.destructive = append(c.res.destructive, destructiveUpdate{
 		stop:  newAllocStop(a, allocUpdating, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED),
-		place: p,
+		place: c.joined(p),
 	})
 	c.acted[a.GetId()] = actionDestructive
 }
@@ -89,7 +99,7 @@ func (c *groupChanges) destructive(a *droverv1.Allocation, p placement) {
 // replacement.
 func (c *groupChanges) migrate(a *droverv1.Allocation, p placement) {
 	c.res.stop = append(c.res.stop, newAllocStop(a, allocMigrating, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED))
-	c.res.place = append(c.res.place, p)
+	c.res.place = append(c.res.place, c.joined(p))
 	c.acted[a.GetId()] = actionMigrate
 }
 
@@ -98,6 +108,10 @@ func (c *groupChanges) inPlace(a *droverv1.Allocation, job *droverv1.Job, evalID
 	cp := c.copyOf(a)
 	cp.JobVersion = job.GetVersion()
 	cp.EvalId = evalID
+	if c.join != "" && cp.GetDeploymentId() != c.join {
+		// Its health in the new deployment is not known yet.
+		cp.DeploymentId, cp.DeploymentStatus = c.join, nil
+	}
 	c.acted[a.GetId()] = actionInPlace
 }
 

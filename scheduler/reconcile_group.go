@@ -44,6 +44,11 @@ type groupReconciler struct {
 	// lost allocations stopped earlier whose wait is over.
 	awaitingStop []*droverv1.Allocation
 	stoppedLost  []*droverv1.Allocation
+
+	// deployment is the job's current deployment (see deployment.go), nil
+	// if none; outdated counts the replacements the rollout holds back.
+	deployment *droverv1.Deployment
+	outdated   int
 }
 
 // failedAlloc is a failed allocation and what its reschedule policy says.
@@ -67,6 +72,7 @@ func newGroupReconciler(in *reconcileInput, group *droverv1.TaskGroup, allocs []
 }
 
 func (g *groupReconciler) reconcile() {
+	g.ch.join = g.joinID()
 	g.resolveReconnects()
 	for _, a := range g.ch.allocs {
 		if !g.handled[a.GetId()] {
@@ -266,9 +272,17 @@ func (g *groupReconciler) releaseAwaitingStop(excess int) int {
 // replacing them. An in-place update waits while the node is not ready,
 // since the plan applier takes no updates for it.
 func (g *groupReconciler) update() {
-	for _, a := range g.untainted {
+	limit := g.rolloutLimit()
+	// In name order, so that a rollout goes through the group in order.
+	untainted := slices.SortedFunc(slices.Values(g.untainted), byNameIndex)
+	for _, a := range untainted {
 		switch allocUpdate(a, g.job, g.in.jobVersion) {
 		case updateDestructive:
+			if limit == 0 {
+				g.outdated++
+				continue
+			}
+			limit--
 			g.ch.destructive(a, placement{name: a.GetName(), group: g.group, previous: a})
 		case updateInPlace:
 			if !a.ClientTerminal() && nodeReady(g.in.nodes[a.GetNodeId()]) {

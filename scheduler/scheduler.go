@@ -47,6 +47,8 @@ type State interface {
 	NeverUsedIP(from, last netip.Addr) (netip.Addr, bool)
 	ReleasedIPs() func() (addr netip.Addr, index uint64, ok bool)
 	EvalByID(id string) *droverv1.Evaluation
+	// LatestDeployment returns the job's newest deployment, or nil.
+	LatestDeployment(jobID string) *droverv1.Deployment
 }
 
 // Planner is how a scheduler changes the cluster. The worker implements it
@@ -95,6 +97,9 @@ type Config struct {
 	// SubmitEmptyPlans submits a plan that changes nothing too, so that a
 	// planner that records plans sees every decision (JobService.Plan).
 	SubmitEmptyPlans bool
+	// Deployments reports whether new job versions may be rolled out
+	// through deployments (every server knows them); nil means never.
+	Deployments func() bool
 }
 
 // DefaultMaxCandidates is how many feasible nodes are ranked per placement

@@ -240,6 +240,7 @@ func (s *Server) leaderDuties() []LeaderDuty {
 		s.heartbeats.duty(),
 		s.gc.duty(),
 		(&drainer{s: s}).duty(),
+		(&deployer{s: s}).duty(),
 		(&storageWatch{s: s}).duty(),
 		(&clusterMetadata{s: s}).duty(),
 	}

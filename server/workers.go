@@ -98,7 +98,13 @@ func (w *workerPool) update(req *droverv1.UpdateSchedulerWorkersRequest) (*drove
 // schedulerConfig is how this server's schedulers are configured, for the
 // workers and for job plans alike, so that a plan decides as they would.
 func (s *Server) schedulerConfig() scheduler.Config {
-	return scheduler.Config{AllocCIDR: s.cfg.Scheduler.AllocCIDR, Logger: s.logger.With("component", "scheduler")}
+	return scheduler.Config{
+		AllocCIDR: s.cfg.Scheduler.AllocCIDR,
+		Logger:    s.logger.With("component", "scheduler"),
+		// Deployments ride in plan results that every server applies: a
+		// rollout starts only once every server knows them.
+		Deployments: func() bool { return s.gate.check(droverv1.MessageTypeDeploymentStatus) == nil },
+	}
 }
 
 // jobPlanner answers JobService.Plan from this server's state.

@@ -219,6 +219,7 @@ func (fakeState) JobVersion(string, uint64) *droverv1.Job              { return 
 func (fakeState) AllocsByJob(string) ([]*droverv1.Allocation, uint64)  { return nil, 0 }
 func (fakeState) AllocsByNode(string) ([]*droverv1.Allocation, uint64) { return nil, 0 }
 func (fakeState) AllocIPHeld(string) bool                              { return false }
+func (fakeState) LatestDeployment(string) *droverv1.Deployment         { return nil }
 func (fakeState) NeverUsedIP(from, _ netip.Addr) (netip.Addr, bool)    { return from, true }
 func (fakeState) ReleasedIPs() func() (netip.Addr, uint64, bool) {
 	return func() (netip.Addr, uint64, bool) { return netip.Addr{}, 0, false }

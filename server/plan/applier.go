@@ -169,7 +169,8 @@ func (a *Applier) apply(ctx context.Context, pl *pipeline, item *pending) {
 	}
 	a.record(p, ver)
 	entry := a.entry(p, ver.accepted)
-	write := len(entry.GetAllocations()) > 0 || len(entry.GetStops()) > 0
+	write := len(entry.GetAllocations()) > 0 || len(entry.GetStops()) > 0 ||
+		entry.GetDeployment() != nil || len(entry.GetDeploymentUpdates()) > 0
 	if write || len(ver.rejected) > 0 {
 		// The next write may start only once the one in flight is done,
 		// and a refresh index must cover the write this plan was checked
