@@ -31,7 +31,7 @@ func TestPlanIsExact(t *testing.T) {
 	job := mock.Job(3)
 	job.TaskGroups[0].Resources.Ports = nil
 	// Unpaced: no agent here reports health, which a rollout waits for.
-	job.Update = &droverv1.UpdateStrategy{MaxParallel: proto.Int32(0)}
+	job.TaskGroups[0].Update.MaxParallel = proto.Int32(0)
 	steps := []struct {
 		name  string
 		edit  func(j *droverv1.Job)
