@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"regexp"
+	"slices"
 	"time"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -174,6 +175,24 @@ func (c *evalContext) planStop(a *droverv1.Allocation, desired droverv1.AllocDes
 	if clientStatus == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST {
 		c.lost[a.GetId()] = struct{}{}
 		c.invalidate(a.GetNodeId())
+	}
+}
+
+// unplanStop takes back a stop planned for an allocation that is not lost,
+// dropping its node's plan if nothing is left in it.
+func (c *evalContext) unplanStop(a *droverv1.Allocation) {
+	np := c.nodePlans[a.GetNodeId()]
+	if np == nil {
+		return
+	}
+	np.Stops = slices.DeleteFunc(np.Stops, func(s *droverv1.AllocStop) bool { return s.GetAllocId() == a.GetId() })
+	delete(c.stopped, a.GetId())
+	if c.placed != nil && c.counts(a) {
+		c.placed.add(c.nodeByID[a.GetNodeId()], a.GetTaskGroup(), 1)
+	}
+	if len(np.GetStops()) == 0 && len(np.GetAllocations()) == 0 {
+		delete(c.nodePlans, a.GetNodeId())
+		c.p.NodePlans = slices.DeleteFunc(c.p.NodePlans, func(n *droverv1.NodePlan) bool { return n == np })
 	}
 }
 

@@ -8,9 +8,14 @@ import (
 // block has max_parallel of at least 1 is replaced a few allocations at a
 // time: at most max_parallel new allocations may be in flight (placed but
 // not yet reported healthy), and one unhealthy allocation of the rollout
-// stops it. The deployment records the rollout; the servers count the
-// agents' health reports in it, and the deployment watcher writes the
-// evaluations that let the next batch go.
+// stops it. With canary N, N allocations of the new version are first
+// placed beside the old ones, under the names of the first old ones, and
+// the rest waits until they are promoted; each promoted canary then
+// replaces the old allocation of its name. With surge, each replacement is
+// placed beside the allocation it replaces, which stops only once the
+// replacement is healthy. The deployment records the rollout; the servers
+// count the agents' health reports in it, and the deployment watcher
+// writes the evaluations that let the next batch go.
 
 // Status descriptions the scheduler writes.
 const (
@@ -53,10 +58,14 @@ func currentDeployment(in *reconcileInput, res *reconcileResult, groups map[stri
 		if !u.UsesDeployments() || !needsRollout(job, tg, groups[tg.GetName()]) {
 			continue
 		}
-		nd.Groups[tg.GetName()] = &droverv1.DeploymentGroup{
+		dg := &droverv1.DeploymentGroup{
 			DesiredTotal: tg.GetCount(), AutoRevert: u.GetAutoRevert(), AutoPromote: u.GetAutoPromote(),
 			ProgressDeadline: int64(u.GetProgressDeadline().AsDuration()),
 		}
+		if replacesAny(in, groups[tg.GetName()]) {
+			dg.DesiredCanaries = u.GetCanary()
+		}
+		nd.Groups[tg.GetName()] = dg
 	}
 	if len(nd.GetGroups()) == 0 {
 		return nil
@@ -83,6 +92,17 @@ func needsRollout(job *droverv1.Job, tg *droverv1.TaskGroup, allocs []*droverv1.
 	return !current && tg.GetCount() > 0
 }
 
+// replacesAny reports whether moving a group to the job's version replaces
+// an allocation: only then are canaries placed.
+func replacesAny(in *reconcileInput, allocs []*droverv1.Allocation) bool {
+	for _, a := range allocs {
+		if !a.ServerTerminal() && !a.ClientTerminal() && allocUpdate(a, in.job, in.jobVersion) == updateDestructive {
+			return true
+		}
+	}
+	return false
+}
+
 // rollout is the part of the deployment a group follows, nil when the
 // group is not rolled out.
 func (g *groupReconciler) rollout() *droverv1.DeploymentGroup {
@@ -103,10 +123,116 @@ func (g *groupReconciler) joinID() string {
 	return g.deployment.GetId()
 }
 
+// awaitingPromotion reports whether the group's rollout waits for its
+// canaries to be promoted.
+func (g *groupReconciler) awaitingPromotion() bool {
+	r := g.rollout()
+	return g.rolledOut() && r.GetDesiredCanaries() > 0 && !r.GetPromoted()
+}
+
+// canariesWanted is how many canaries the group places now: those it
+// lacks, while its deployment runs and waits for promotion.
+func (g *groupReconciler) canariesWanted() int {
+	if !g.awaitingPromotion() || g.deployment.GetStatus() != droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING {
+		return 0
+	}
+	return max(0, int(g.rollout().GetDesiredCanaries())-len(g.canaries))
+}
+
+// splitRollout takes out of the group's count the new allocations that
+// run beside the ones they will replace: the canaries of the active
+// deployment not yet promoted, and its surge replacements not yet healthy
+// whose allocation of an older version still runs. Canaries of any other
+// deployment (failed, cancelled, superseded) are stopped. So are the
+// deployment's unhealthy allocations while the group has a progress
+// deadline and the reschedule policy an attempt left: those that replace
+// nothing yet are replaced (a canary or a surge replacement is placed
+// again by the rollout itself). Without a deadline, the first unhealthy
+// allocation fails the deployment instead.
+func (g *groupReconciler) splitRollout() {
+	older := make(map[string]bool)
+	for _, a := range g.untainted {
+		if a.GetJobVersion() != g.job.GetVersion() {
+			older[a.GetName()] = true
+		}
+	}
+	var kept []*droverv1.Allocation
+	for _, a := range g.untainted {
+		active := g.rolledOut() && a.GetDeploymentId() == g.deployment.GetId()
+		switch st := a.GetDeploymentStatus(); {
+		case active && g.replacesUnhealthy(a) && (st.GetCanary() || older[a.GetName()]):
+			g.ch.stop(a, allocUnhealthy, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED)
+		case active && g.replacesUnhealthy(a):
+			g.unhealthy = append(g.unhealthy, a)
+		case st.GetCanary() && !active:
+			g.ch.stop(a, allocCanaryUnpromoted, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED)
+		case st.GetCanary():
+			g.canaries = append(g.canaries, a)
+		case active && a.GetJobVersion() == g.job.GetVersion() && older[a.GetName()] && !st.GetHealthy():
+			g.surging = append(g.surging, a)
+		default:
+			kept = append(kept, a)
+		}
+	}
+	g.untainted = kept
+}
+
+// replacesUnhealthy reports whether an allocation of the group's running
+// deployment that its agent reported unhealthy is replaced: only with a
+// progress deadline, and while the reschedule policy has an attempt left.
+func (g *groupReconciler) replacesUnhealthy(a *droverv1.Allocation) bool {
+	st := a.GetDeploymentStatus()
+	return g.deployment.GetStatus() == droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING &&
+		st != nil && st.Healthy != nil && !st.GetHealthy() && g.rollout().GetProgressDeadline() > 0 &&
+		rescheduleAllowed(a, g.group.GetReschedulePolicy(), g.in.now)
+}
+
+// redundantAllocs returns the ids of the counted allocations to stop
+// before any other because another of the same name stays: an allocation
+// of an older version beside a healthy one of the current version (a
+// promoted canary, a surge replacement), and a new allocation not known
+// to be healthy beside an older one it was to replace (its rollout ended
+// before it turned healthy).
+func redundantAllocs(allocs []*droverv1.Allocation, version uint64) map[string]bool {
+	byName := make(map[string][]*droverv1.Allocation)
+	for _, a := range allocs {
+		byName[a.GetName()] = append(byName[a.GetName()], a)
+	}
+	proven := func(a *droverv1.Allocation) bool {
+		return a.GetDeploymentId() == "" || a.GetDeploymentStatus().GetHealthy()
+	}
+	out := make(map[string]bool)
+	for _, same := range byName {
+		for _, a := range same {
+			for _, o := range same {
+				switch {
+				case a.GetJobVersion() < o.GetJobVersion() && o.GetJobVersion() == version && proven(o),
+					a.GetJobVersion() > o.GetJobVersion() && !proven(a):
+					out[a.GetId()] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// allocNameSet returns the names the allocations hold.
+func allocNameSet(sets ...[]*droverv1.Allocation) map[string]bool {
+	out := make(map[string]bool)
+	for _, set := range sets {
+		for _, a := range set {
+			out[a.GetName()] = true
+		}
+	}
+	return out
+}
+
 // rolloutLimit is how many allocations the group may replace now: all of
-// them outside a deployment; none while the deployment is paused or failed
-// or one of its allocations is unhealthy; otherwise max_parallel less the
-// allocations of the deployment still waiting for their health.
+// them outside a deployment; none while the deployment is paused or failed,
+// one of its allocations is unhealthy and not replaced, or the group's
+// stagger has not passed since its last allocation turned healthy;
+// otherwise max_parallel less the allocations of the deployment still
+// waiting for their health, the replacements of unhealthy ones included.
 func (g *groupReconciler) rolloutLimit() int {
 	if g.rollout() == nil {
 		return -1
@@ -114,27 +240,46 @@ func (g *groupReconciler) rolloutLimit() int {
 	if g.deployment.GetStatus() != droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING {
 		return 0
 	}
-	limit := int(g.group.GetUpdate().GetMaxParallel())
-	for _, a := range g.untainted {
-		if a.GetDeploymentId() != g.deployment.GetId() {
-			continue
+	limit := int(g.group.GetUpdate().GetMaxParallel()) - len(g.unhealthy)
+	var lastHealthy int64
+	for _, set := range [][]*droverv1.Allocation{g.untainted, g.canaries, g.surging} {
+		for _, a := range set {
+			if a.GetDeploymentId() != g.deployment.GetId() {
+				continue
+			}
+			st := a.GetDeploymentStatus()
+			switch {
+			case st != nil && st.Healthy != nil && !st.GetHealthy():
+				return 0
+			case st == nil || st.Healthy == nil:
+				limit--
+			default:
+				lastHealthy = max(lastHealthy, st.GetTimestamp())
+			}
 		}
-		st := a.GetDeploymentStatus()
-		switch {
-		case st != nil && st.Healthy != nil && !st.GetHealthy():
-			return 0
-		case st == nil || st.Healthy == nil:
-			limit--
-		}
+	}
+	if stagger := int64(g.group.GetUpdate().GetStagger().AsDuration()); stagger > 0 && lastHealthy > 0 && lastHealthy+stagger > g.in.now {
+		g.staggerUntil = lastHealthy + stagger
+		return 0
 	}
 	return max(0, limit)
 }
 
-// complete reports whether the group's rollout is over: nothing left to
-// replace, update or place, and as many healthy allocations as it wants.
+// followStagger schedules the evaluation that goes on with the rollout once
+// the group's stagger has passed, if the stagger held something back.
+func (g *groupReconciler) followStagger() {
+	if g.staggerUntil > 0 && g.outdated > 0 {
+		g.later.add(droverv1.EvalTrigger_EVAL_TRIGGER_DEPLOYMENT, g.staggerUntil, nil)
+	}
+}
+
+// complete reports whether the group's rollout is over: its canaries
+// promoted, nothing left to replace, update or place, and as many healthy
+// allocations as it wants.
 func (g *groupReconciler) complete() bool {
 	d := g.ch.desired
-	return g.outdated == 0 && d.place == 0 && d.inplace == 0 && d.destructive == 0 &&
+	return !g.awaitingPromotion() && len(g.surging) == 0 &&
+		g.outdated == 0 && d.place == 0 && d.inplace == 0 && d.destructive == 0 &&
 		g.rollout().GetHealthyAllocs() >= g.rollout().GetDesiredTotal()
 }
 

@@ -1,9 +1,13 @@
 package scheduler
 
 import (
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -60,6 +64,9 @@ func TestRollout(t *testing.T) {
 			&droverv1.DesiredUpdates{DestructiveUpdate: 2, Ignore: 2}, false, 0},
 		{"an unhealthy one stops the rollout", v2, mixed(proto.Bool(false)), dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, 0),
 			&droverv1.DesiredUpdates{Ignore: 4}, false, 0},
+		{"with a progress deadline an unhealthy one is replaced and the rollout goes on", v2, mixed(proto.Bool(false)),
+			withDeadline(dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, 0)),
+			&droverv1.DesiredUpdates{Stop: 1, Place: 1, DestructiveUpdate: 1, Ignore: 2}, false, 0},
 		{"a paused deployment replaces nothing", v2, mixed(proto.Bool(true)), dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_PAUSED, 1),
 			&droverv1.DesiredUpdates{Ignore: 4}, false, 0},
 		{"every allocation healthy: successful", v2, running(v2, "d", proto.Bool(true)), dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, 4),
@@ -98,6 +105,176 @@ func TestRollout(t *testing.T) {
 						t.Errorf("replacement %s joins deployment %q, want the new one", d.place.name, d.place.deploymentID)
 					}
 				}
+			}
+		})
+	}
+}
+
+// withDeadline gives every group of d a progress deadline.
+func withDeadline(d *droverv1.Deployment) *droverv1.Deployment {
+	for _, g := range d.GetGroups() {
+		g.ProgressDeadline = int64(10 * time.Minute)
+	}
+	return d
+}
+
+func TestCanaryAndSurge(t *testing.T) {
+	v1 := rcJob(jtService, 4, func(j *droverv1.Job) { rcTG(j).Update.MaxParallel = proto.Int32(2) })
+	canary := rcNextVersion(v1, func(j *droverv1.Job) {
+		rcTG(j).Resources.MemoryMb = 256
+		rcTG(j).Update.Canary = proto.Int32(2)
+	})
+	surge := rcNextVersion(v1, func(j *droverv1.Job) {
+		rcTG(j).Resources.MemoryMb = 256
+		rcTG(j).Update.Surge = proto.Bool(true)
+	})
+	old := func() []*droverv1.Allocation {
+		var out []*droverv1.Allocation
+		for i := range 4 {
+			out = append(out, rcAlloc(v1, i, "n1"))
+		}
+		return out
+	}
+	// withNew adds allocations of job's version under the names of the
+	// first old ones, in deployment "d", with the given health.
+	withNew := func(job *droverv1.Job, canary bool, healthy ...*bool) []*droverv1.Allocation {
+		allocs := old()
+		for i, h := range healthy {
+			allocs = append(allocs, rcAlloc(job, i, "n1", withID(fmt.Sprintf("new%d", i)), func(a *droverv1.Allocation) {
+				a.DeploymentId = "d"
+				a.DeploymentStatus = &droverv1.AllocDeploymentStatus{Healthy: h, Canary: canary}
+			}))
+		}
+		return allocs
+	}
+	dep := func(job *droverv1.Job, st droverv1.DeploymentStatus, canaries int32, promoted bool, healthy int32) *droverv1.Deployment {
+		return &droverv1.Deployment{Id: "d", JobId: job.GetId(), JobVersion: job.GetVersion(), Status: st,
+			Groups: map[string]*droverv1.DeploymentGroup{rcGroup: {DesiredTotal: 4, DesiredCanaries: canaries, Promoted: promoted, HealthyAllocs: healthy}}}
+	}
+	running := droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING
+	yes, no := proto.Bool(true), proto.Bool(false)
+	tests := []struct {
+		name     string
+		job      *droverv1.Job
+		allocs   []*droverv1.Allocation
+		latest   *droverv1.Deployment
+		want     *droverv1.DesiredUpdates
+		canaries []string // names placed as canaries
+		stopped  []string // ids stopped
+		kept     int      // surge replacements placed with their allocation kept
+	}{
+		{"canaries first, beside the old allocations", canary, old(), nil,
+			&droverv1.DesiredUpdates{Canary: 2, Ignore: 4}, []string{"0", "1"}, nil, 0},
+		{"placed canaries wait for promotion, healthy or not", canary, withNew(canary, true, nil, yes), dep(canary, running, 2, false, 1),
+			&droverv1.DesiredUpdates{Ignore: 6}, nil, nil, 0},
+		{"a lost canary is placed again", canary, withNew(canary, true, yes), dep(canary, running, 2, false, 1),
+			&droverv1.DesiredUpdates{Canary: 1, Ignore: 5}, []string{"1"}, nil, 0},
+		{"promoted: each canary's old allocation stops, the rest rolls", canary, withNew(canary, false, yes, yes), dep(canary, running, 2, true, 2),
+			&droverv1.DesiredUpdates{Stop: 2, DestructiveUpdate: 2, Ignore: 2}, nil, []string{"a0", "a1"}, 0},
+		{"canaries of a failed deployment stop", canary, withNew(canary, true, yes, yes),
+			dep(canary, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_FAILED, 2, false, 2),
+			&droverv1.DesiredUpdates{Stop: 2, Ignore: 4}, nil, []string{"new0", "new1"}, 0},
+		{"surge: replacements start beside the old allocations", surge, old(), nil,
+			&droverv1.DesiredUpdates{DestructiveUpdate: 2, Ignore: 2}, nil, nil, 2},
+		{"surge: a pending replacement keeps its old allocation and a slot", surge, withNew(surge, false, nil), dep(surge, running, 0, false, 0),
+			&droverv1.DesiredUpdates{DestructiveUpdate: 1, Ignore: 4}, nil, nil, 1},
+		{"surge: a healthy replacement stops its old allocation", surge, withNew(surge, false, yes), dep(surge, running, 0, false, 1),
+			&droverv1.DesiredUpdates{Stop: 1, DestructiveUpdate: 2, Ignore: 2}, nil, []string{"a0"}, 2},
+		{"surge: an unhealthy replacement stops the rollout and keeps the old one", surge, withNew(surge, false, no), dep(surge, running, 0, false, 0),
+			&droverv1.DesiredUpdates{Ignore: 5}, nil, nil, 0},
+		{"with a progress deadline an unhealthy canary is stopped and placed again", canary, withNew(canary, true, yes, no),
+			withDeadline(dep(canary, running, 2, false, 1)),
+			&droverv1.DesiredUpdates{Stop: 1, Canary: 1, Ignore: 5}, []string{"1"}, []string{"new1"}, 0},
+		{"with a progress deadline an unhealthy surge replacement is stopped and the rollout goes on", surge, withNew(surge, false, no),
+			withDeadline(dep(surge, running, 0, false, 0)),
+			&droverv1.DesiredUpdates{Stop: 1, DestructiveUpdate: 2, Ignore: 2}, nil, []string{"new0"}, 2},
+		{"surge: after a failed rollout the unproven replacement stops", surge, withNew(surge, false, no),
+			dep(surge, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_FAILED, 0, false, 0),
+			&droverv1.DesiredUpdates{Stop: 1, Ignore: 4}, nil, []string{"new0"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := rcRun(t, tt.job, []*droverv1.Job{v1, tt.job}, tt.allocs, rcNodes(rcNode("n1", nsReady)), withDeployments(tt.latest))
+			if got := res.desiredUpdates()[rcGroup]; !proto.Equal(got, tt.want) {
+				t.Errorf("decided %v, want %v", got, tt.want)
+			}
+			var canaries []string
+			for _, p := range res.place {
+				if p.canary {
+					idx, _ := allocNameIndex(p.name)
+					canaries = append(canaries, fmt.Sprint(idx))
+				}
+			}
+			if !slices.Equal(canaries, tt.canaries) {
+				t.Errorf("canaries placed as %v, want %v", canaries, tt.canaries)
+			}
+			var stopped []string
+			for _, s := range res.stop {
+				stopped = append(stopped, s.alloc.GetId())
+			}
+			slices.Sort(stopped)
+			if !slices.Equal(stopped, tt.stopped) {
+				t.Errorf("stopped %v, want %v", stopped, tt.stopped)
+			}
+			kept := 0
+			for _, d := range res.destructive {
+				if d.surge {
+					kept++
+				}
+			}
+			if kept != tt.kept {
+				t.Errorf("%d surge replacements, want %d", kept, tt.kept)
+			}
+			if tt.latest == nil && tt.job == canary && res.deployment.GetGroups()[rcGroup].GetDesiredCanaries() != 2 {
+				t.Errorf("new deployment %v wants no canaries", res.deployment)
+			}
+		})
+	}
+}
+
+func TestRolloutStagger(t *testing.T) {
+	v1 := rcJob(jtService, 4, func(j *droverv1.Job) { rcTG(j).Update.MaxParallel = proto.Int32(2) })
+	v2 := rcNextVersion(v1, func(j *droverv1.Job) {
+		rcTG(j).Resources.MemoryMb = 256
+		rcTG(j).Update.Stagger = durationpb.New(time.Minute)
+	})
+	d := &droverv1.Deployment{Id: "d", JobId: v2.GetId(), JobVersion: v2.GetVersion(), Status: droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING,
+		Groups: map[string]*droverv1.DeploymentGroup{rcGroup: {DesiredTotal: 4, HealthyAllocs: 1}}}
+	healthyAt := func(at int64) []*droverv1.Allocation {
+		allocs := []*droverv1.Allocation{rcAlloc(v2, 0, "n1", withID("b0"), func(a *droverv1.Allocation) {
+			a.DeploymentId = "d"
+			a.DeploymentStatus = &droverv1.AllocDeploymentStatus{Healthy: proto.Bool(true), Timestamp: at}
+		})}
+		for i := 1; i < 4; i++ {
+			allocs = append(allocs, rcAlloc(v1, i, "n1"))
+		}
+		return allocs
+	}
+	tests := []struct {
+		name      string
+		healthyAt int64
+		want      *droverv1.DesiredUpdates
+		followup  int64 // wait_until of the follow-up evaluation, 0 for none
+	}{
+		{"within the stagger: nothing yet, an evaluation when it ends", rcNow - int64(10*time.Second),
+			&droverv1.DesiredUpdates{Ignore: 4}, rcNow + int64(50*time.Second)},
+		{"the stagger passed: the next batch", rcNow - int64(2*time.Minute),
+			&droverv1.DesiredUpdates{DestructiveUpdate: 2, Ignore: 2}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := rcRun(t, v2, []*droverv1.Job{v1}, healthyAt(tt.healthyAt), rcNodes(rcNode("n1", nsReady)), withDeployments(d))
+			if got := res.desiredUpdates()[rcGroup]; !proto.Equal(got, tt.want) {
+				t.Errorf("decided %v, want %v", got, tt.want)
+			}
+			var followup int64
+			for _, ev := range res.followupEvals {
+				if ev.GetTriggeredBy() == droverv1.EvalTrigger_EVAL_TRIGGER_DEPLOYMENT {
+					followup = ev.GetWaitUntil()
+				}
+			}
+			if followup != tt.followup {
+				t.Errorf("follow-up at %d, want %d", followup, tt.followup)
 			}
 		})
 	}

@@ -173,8 +173,14 @@ func applyChanges(ec *evalContext, res *reconcileResult) {
 		ec.planUpdate(a)
 	}
 	for _, d := range res.destructive {
+		if d.surge {
+			res.place = append(res.place, d.place)
+			continue
+		}
 		ec.planStop(d.stop.alloc, d.stop.desired, d.stop.description, d.stop.clientStatus, d.stop.followup.GetFollowupEvalId())
-		res.place = append(res.place, d.place)
+		p := d.place
+		p.keepPrevious = true
+		res.place = append(res.place, p)
 	}
 }
 
@@ -190,6 +196,10 @@ func place(ec *evalContext, job *droverv1.Job, eval *droverv1.Evaluation, placem
 		if rn != nil {
 			ec.planPlace(newAlloc(ec, job, eval, p, rn))
 			continue
+		}
+		if p.keepPrevious {
+			// An update that cannot be placed takes nothing away.
+			ec.unplanStop(p.previous)
 		}
 		if !counts {
 			continue
@@ -247,6 +257,9 @@ func newAlloc(ec *evalContext, job *droverv1.Job, eval *droverv1.Evaluation, p p
 		ClientStatus:  droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
 		Score:         rn.score,
 		DeploymentId:  p.deploymentID,
+	}
+	if p.canary {
+		a.DeploymentStatus = &droverv1.AllocDeploymentStatus{Canary: true}
 	}
 	if p.previous != nil {
 		a.PreviousAllocation = p.previous.GetId()

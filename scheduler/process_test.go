@@ -420,6 +420,32 @@ func TestProcessUpdates(t *testing.T) {
 	}
 }
 
+// TestProcessUpdateUnplaceable checks that a destructive update no node can
+// take stops nothing: the old allocations keep running, and the
+// evaluation leaves a blocked one behind.
+func TestProcessUpdateUnplaceable(t *testing.T) {
+	h := newHarness(t)
+	h.addNodes(3, nil)
+	job := h.runJob(testJob(3))
+	before := h.live(job.GetId())
+	next := job.CloneVT()
+	next.TaskGroups[0].Resources.CpuMhz = 1_000_000
+	_, ev := h.register(next)
+	h.planner.reset()
+	h.process(ev)
+	h.checkComplete(ev.GetId(), true)
+	if got := h.live(job.GetId()); !slices.Equal(idsOf(got), idsOf(before)) {
+		t.Fatalf("running %v after an unplaceable update, want the old %v", idsOf(got), idsOf(before))
+	}
+	for _, p := range h.planner.plans {
+		for _, np := range p.GetNodePlans() {
+			if len(np.GetStops()) > 0 {
+				t.Fatalf("plan stops %v for an update it cannot place", np.GetStops())
+			}
+		}
+	}
+}
+
 // checkReplaced checks that every allocation of before was stopped for an
 // update and replaced by one of after, which takes over its name.
 func checkReplaced(t *testing.T, h *harness, before, after []*droverv1.Allocation) {

@@ -16,6 +16,11 @@ const (
 	allocMigrating   = "alloc is being migrated"
 	allocUpdating    = "alloc is being updated due to job update"
 	allocReconnected = "alloc not needed due to disconnected client reconnect"
+	// allocUnhealthy stops an allocation of a deployment that turned
+	// unhealthy, to replace it.
+	allocUnhealthy = "alloc is unhealthy in its deployment"
+	// allocCanaryUnpromoted stops a canary whose deployment ended unpromoted.
+	allocCanaryUnpromoted = "alloc was a canary of a deployment that ended unpromoted"
 )
 
 // reconcileInput is what the service/batch reconciler compares: a job and
@@ -103,6 +108,11 @@ type placement struct {
 	node string
 	// deploymentID is the deployment the new allocation joins, if any.
 	deploymentID string
+	// canary places the allocation as a canary of that deployment.
+	canary bool
+	// keepPrevious says previous was stopped by this plan only to make way
+	// for this one: if no node takes it, previous keeps running.
+	keepPrevious bool
 }
 
 // allocStop asks for an existing allocation to stop.
@@ -123,6 +133,9 @@ type allocStop struct {
 type destructiveUpdate struct {
 	stop  allocStop
 	place placement
+	// surge keeps the allocation running beside its replacement: it is
+	// stopped once the replacement is healthy.
+	surge bool
 }
 
 // groupDesired counts what reconciliation decided for one task group.
@@ -130,7 +143,7 @@ type destructiveUpdate struct {
 // inplace, destructive, reconnect or ignore; place counts new allocations
 // other than those of destructive updates.
 type groupDesired struct {
-	place, stop, inplace, destructive, ignore, reconnect, migrate int
+	place, stop, inplace, destructive, ignore, reconnect, migrate, canary int
 }
 
 // desiredUpdates turns the counts into the plan's annotations.
@@ -140,7 +153,7 @@ func (r *reconcileResult) desiredUpdates() map[string]*droverv1.DesiredUpdates {
 		out[group] = &droverv1.DesiredUpdates{
 			Place: int32(d.place), Stop: int32(d.stop), InPlaceUpdate: int32(d.inplace),
 			DestructiveUpdate: int32(d.destructive), Ignore: int32(d.ignore),
-			Reconnect: int32(d.reconnect), Migrate: int32(d.migrate),
+			Reconnect: int32(d.reconnect), Migrate: int32(d.migrate), Canary: int32(d.canary),
 		}
 	}
 	return out

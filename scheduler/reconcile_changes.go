@@ -14,6 +14,7 @@ const (
 	actionDestructive
 	actionReconnect
 	actionMigrate
+	actionSurge
 )
 
 // groupChanges collects the decisions about one task group's allocations
@@ -86,6 +87,23 @@ func (c *groupChanges) joined(p placement) placement {
 	return p
 }
 
+// placeCanary places a canary of the group's deployment.
+func (c *groupChanges) placeCanary(p placement) {
+	c.res.place = append(c.res.place, c.joined(p))
+	c.desired.canary++
+}
+
+// surge places an allocation's replacement and leaves it running: it is
+// stopped once the replacement is healthy (see redundantAllocs).
+func (c *groupChanges) surge(a *droverv1.Allocation, p placement) {
+	c.res.destructive = append(c.res.destructive, destructiveUpdate{
+		stop:  newAllocStop(a, allocUpdating, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED),
+		place: c.joined(p),
+		surge: true,
+	})
+	c.acted[a.GetId()] = actionSurge
+}
+
 // destructive stops an allocation and places its replacement.
 func (c *groupChanges) destructive(a *droverv1.Allocation, p placement) {
 	c.res.destructive = append(c.res.destructive, destructiveUpdate{
@@ -153,7 +171,7 @@ func (c *groupChanges) finish() {
 			c.desired.stop++
 		case actionInPlace:
 			c.desired.inplace++
-		case actionDestructive:
+		case actionDestructive, actionSurge:
 			c.desired.destructive++
 		case actionReconnect:
 			c.desired.reconnect++

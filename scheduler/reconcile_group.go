@@ -49,6 +49,18 @@ type groupReconciler struct {
 	// if none; outdated counts the replacements the rollout holds back.
 	deployment *droverv1.Deployment
 	outdated   int
+	// canaries are the deployment's canaries not yet promoted, and surging
+	// its surge replacements not yet healthy: both run beside the
+	// allocations they will replace and do not count toward the group's
+	// count until then.
+	canaries []*droverv1.Allocation
+	surging  []*droverv1.Allocation
+	// unhealthy are allocations of the deployment its agents reported
+	// unhealthy, each replaced now while the reschedule policy allows.
+	unhealthy []*droverv1.Allocation
+	// staggerUntil is when the group's stagger lets the rollout go on, 0
+	// when it holds nothing back.
+	staggerUntil int64
 }
 
 // failedAlloc is a failed allocation and what its reschedule policy says.
@@ -79,8 +91,10 @@ func (g *groupReconciler) reconcile() {
 			g.classify(a)
 		}
 	}
+	g.splitRollout()
 	g.scaleDown()
 	g.update()
+	g.followStagger()
 	g.migrateAll()
 	g.replace()
 	g.delayFailed()
@@ -199,13 +213,14 @@ func (g *groupReconciler) followupPending(id string) bool {
 
 // existing counts the allocations that count toward the group's count.
 func (g *groupReconciler) existing() int {
-	return len(g.untainted) + len(g.done) + len(g.migrate) + len(g.failed) + len(g.awaitingStop)
+	return len(g.untainted) + len(g.done) + len(g.migrate) + len(g.failed) + len(g.awaitingStop) + len(g.unhealthy)
 }
 
 // scaleDown stops allocations beyond the group's count: those awaiting
-// their agent's stop first, then failed ones, then migrating ones, then
-// those not running, older versions before newer, highest name index
-// first. Finished batch work is never stopped.
+// their agent's stop first, then failed ones and those a replacement of
+// the same name makes redundant, then migrating ones, then those not
+// running, older versions before newer, highest name index first.
+// Finished batch work is never stopped.
 func (g *groupReconciler) scaleDown() {
 	excess := g.existing() - int(g.group.GetCount())
 	if excess <= 0 {
@@ -220,6 +235,7 @@ func (g *groupReconciler) scaleDown() {
 		rank  int
 	}
 	var cands []candidate
+	redundant := redundantAllocs(g.untainted, g.job.GetVersion())
 	for _, f := range g.failed {
 		cands = append(cands, candidate{f.alloc, 0})
 	}
@@ -229,6 +245,8 @@ func (g *groupReconciler) scaleDown() {
 	for _, a := range g.untainted {
 		rank := 2
 		switch {
+		case redundant[a.GetId()]:
+			rank = 0 // its name's other holder stays
 		case g.in.nodes[a.GetNodeId()].GetDrainStrategy() != nil:
 			rank = 1 // leaving anyway, in its turn
 		case isRunning(a):
@@ -269,21 +287,37 @@ func (g *groupReconciler) releaseAwaitingStop(excess int) int {
 
 // update moves untainted allocations of older job versions to the current
 // one: in place where only non-placement fields changed, else by
-// replacing them. An in-place update waits while the node is not ready,
-// since the plan applier takes no updates for it.
+// replacing them, paced by the deployment: canaries first while it waits
+// for promotion, then at most its limit at a time, each replacement
+// started beside its allocation with surge. An in-place update waits
+// while the node is not ready, since the plan applier takes no updates for
+// it.
 func (g *groupReconciler) update() {
 	limit := g.rolloutLimit()
+	canaries := g.canariesWanted()
+	inFlight := allocNameSet(g.canaries, g.surging)
 	// In name order, so that a rollout goes through the group in order.
 	untainted := slices.SortedFunc(slices.Values(g.untainted), byNameIndex)
 	for _, a := range untainted {
 		switch allocUpdate(a, g.job, g.in.jobVersion) {
 		case updateDestructive:
-			if limit == 0 {
+			p := placement{name: a.GetName(), group: g.group, previous: a}
+			switch {
+			case g.awaitingPromotion():
+				if canaries > 0 && !inFlight[a.GetName()] {
+					canaries--
+					g.ch.placeCanary(placement{name: a.GetName(), group: g.group, canary: true})
+				}
 				g.outdated++
-				continue
+			case inFlight[a.GetName()] || limit == 0:
+				g.outdated++
+			case g.group.GetUpdate().GetSurge() && g.rolledOut():
+				limit--
+				g.ch.surge(a, p)
+			default:
+				limit--
+				g.ch.destructive(a, p)
 			}
-			limit--
-			g.ch.destructive(a, placement{name: a.GetName(), group: g.group, previous: a})
 		case updateInPlace:
 			if !a.ClientTerminal() && nodeReady(g.in.nodes[a.GetNodeId()]) {
 				g.ch.inPlace(a, g.job, g.in.evalID)
@@ -299,10 +333,11 @@ func (g *groupReconciler) migrateAll() {
 	}
 }
 
-// replace places the replacements of failed allocations due now, stops
+// replace replaces the deployment's unhealthy allocations and places the
+// replacements of failed allocations due now, stops
 // lost allocations, replaces lost and disconnecting ones while the group
 // is under count, and fills what remains with new allocations on the
-// lowest free names.
+// lowest free names, once the deployment's canaries are promoted.
 func (g *groupReconciler) replace() {
 	count := int(g.group.GetCount())
 	existing := g.existing()
@@ -311,6 +346,11 @@ func (g *groupReconciler) replace() {
 		for _, a := range set {
 			names.take(a.GetName())
 		}
+	}
+	for _, a := range g.unhealthy {
+		names.take(a.GetName())
+		g.ch.stop(a, allocUnhealthy, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED)
+		g.ch.place(placement{name: a.GetName(), group: g.group, previous: a, reschedule: true})
 	}
 	for _, f := range g.failed {
 		names.take(f.alloc.GetName())
@@ -344,7 +384,7 @@ func (g *groupReconciler) replace() {
 			g.ch.place(placement{name: a.GetName(), group: g.group, previous: a})
 		}
 	}
-	if existing < count {
+	if existing < count && !g.awaitingPromotion() {
 		for _, name := range names.next(count - existing) {
 			g.ch.place(placement{name: name, group: g.group})
 		}

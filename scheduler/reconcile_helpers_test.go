@@ -282,7 +282,7 @@ func rcCheckCounts(t *testing.T, allocs []*droverv1.Allocation, res *reconcileRe
 		}
 		// A migration stops the allocation and places its replacement.
 		stops += d.stop + d.migrate
-		places += d.place + d.migrate
+		places += d.place + d.migrate + d.canary
 		destructive += d.destructive
 		inplace += d.inplace
 	}

@@ -200,6 +200,8 @@ func followupEval(job *droverv1.Job, evalID string, trigger droverv1.EvalTrigger
 	switch trigger {
 	case droverv1.EvalTrigger_EVAL_TRIGGER_MAX_DISCONNECT_TIMEOUT:
 		desc = "created to mark allocations lost when their disconnect window ends"
+	case droverv1.EvalTrigger_EVAL_TRIGGER_DEPLOYMENT:
+		desc = "created to go on with a rollout once its stagger has passed"
 	case droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP:
 		desc = "created to replace lost allocations once their agents have stopped them (stop_after_client_disconnect)"
 	}

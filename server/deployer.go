@@ -15,9 +15,9 @@ import (
 const deployWatchInterval = 250 * time.Millisecond
 
 // deployer is the deployment watcher, a leader duty: each round it fails
-// the deployments that must fail (reverting where asked) and writes an
-// evaluation for each that made progress, all progress of a round in one
-// raft entry.
+// the deployments that must fail (reverting where asked), promotes those
+// that promote by themselves, and writes an evaluation for each that made
+// progress, all progress of a round in one raft entry.
 type deployer struct {
 	s       *Server
 	watcher *deploy.Watcher
@@ -48,6 +48,12 @@ func (d *deployer) round(ctx context.Context) {
 		}
 		d.write(ctx, entry)
 	}
+	for _, dep := range dec.Promote {
+		if job := snap.JobByID(dep.GetJobId()); job != nil {
+			d.promote(ctx, &droverv1.DeploymentPromoteEntry{DeploymentId: dep.GetId(),
+				Eval: rpc.DeploymentEval(job, dep, now), PromotedAt: now})
+		}
+	}
 	if len(dec.Progress) == 0 {
 		return
 	}
@@ -65,5 +71,13 @@ func (d *deployer) write(ctx context.Context, entry *droverv1.DeploymentStatusUp
 		d.s.logger.Warn("deployment watcher could not write", "updates", len(entry.GetUpdates()), "evals", len(entry.GetEvals()), "err", err)
 		// Look again next round: what was not written is decided again.
 		d.watcher = nil
+	}
+}
+
+// promote promotes a deployment's canaries; the FSM checks again that each
+// is healthy, and a refusal is decided again next round.
+func (d *deployer) promote(ctx context.Context, entry *droverv1.DeploymentPromoteEntry) {
+	if _, _, err := d.s.Apply(ctx, droverv1.MessageTypeDeploymentPromote, entry); err != nil && ctx.Err() == nil {
+		d.s.logger.Warn("deployment watcher could not promote", "deployment", entry.GetDeploymentId(), "err", err)
 	}
 }

@@ -114,13 +114,15 @@ func allocChanges(before, after []*droverv1.Allocation) changes {
 
 // sameChanges reports whether what happened is what the plan predicted: a
 // destructive update is a placement and a stop, and what the plan could
-// not place is not placed.
+// not place is not placed. In this table only replacements fail to
+// place, and a replacement not placed stops nothing.
 func sameChanges(did changes, plan *droverv1.DesiredUpdates, failures []*droverv1.PlacementFailure) bool {
 	var unplaced int32
 	for _, f := range failures {
 		unplaced += f.GetUnplaced()
 	}
+	kept := min(unplaced, plan.GetDestructiveUpdate())
 	return did.placed == int(plan.GetPlace()+plan.GetDestructiveUpdate()+plan.GetMigrate()-unplaced) &&
-		did.stopped == int(plan.GetStop()+plan.GetDestructiveUpdate()+plan.GetMigrate()) &&
+		did.stopped == int(plan.GetStop()+plan.GetDestructiveUpdate()+plan.GetMigrate()-kept) &&
 		did.inPlace == int(plan.GetInPlaceUpdate())
 }

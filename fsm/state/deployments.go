@@ -88,8 +88,10 @@ func (tx *txn) upsertPlannedDeployment(d *droverv1.Deployment, now int64) error 
 			c.Status = droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING
 		}
 		for _, g := range c.GetGroups() {
-			g.PlacedAllocs, g.HealthyAllocs, g.UnhealthyAllocs, g.Promoted, g.RequireProgressBy = 0, 0, 0, false, 0
+			g.PlacedAllocs, g.HealthyAllocs, g.UnhealthyAllocs, g.Promoted = 0, 0, 0, false
 			g.PlacedCanaries = nil
+			// A rollout that cannot place anything fails too.
+			g.RequireProgressBy = progressDeadlineFrom(g, now)
 		}
 		return tx.insert(TableDeployments, c)
 	}
@@ -129,7 +131,7 @@ func (tx *txn) countPlacement(a *droverv1.Allocation, now int64) error {
 		g.PlacedCanaries = append(g.PlacedCanaries, a.GetId())
 	}
 	if g.GetRequireProgressBy() == 0 {
-		g.RequireProgressBy = now + g.GetProgressDeadline()
+		g.RequireProgressBy = progressDeadlineFrom(g, now)
 	}
 	c.ModifyIndex, c.ModifyTime = tx.index, now
 	return tx.insert(TableDeployments, c)
@@ -169,11 +171,20 @@ func (tx *txn) reportHealth(a *droverv1.Allocation, u *droverv1.AllocClientUpdat
 		}
 		countHealth(g, healthy, 1)
 		if healthy {
-			g.RequireProgressBy = max(g.GetRequireProgressBy(), u.GetHealthTimestamp()+g.GetProgressDeadline())
+			g.RequireProgressBy = max(g.GetRequireProgressBy(), progressDeadlineFrom(g, u.GetHealthTimestamp()))
 		}
 	}
 	c.ModifyIndex, c.ModifyTime = tx.index, now
 	return tx.insert(TableDeployments, c)
+}
+
+// progressDeadlineFrom is when a group must next make progress, counting
+// from t: never (0) when it has no progress deadline.
+func progressDeadlineFrom(g *droverv1.DeploymentGroup, t int64) int64 {
+	if g.GetProgressDeadline() <= 0 {
+		return 0
+	}
+	return t + g.GetProgressDeadline()
 }
 
 func countHealth(g *droverv1.DeploymentGroup, healthy bool, n int32) {
@@ -220,7 +231,7 @@ func (tx *txn) updateDeploymentStatuses(updates []*droverv1.DeploymentStatusUpda
 		if !c.GetStatus().Terminal() {
 			for _, g := range c.GetGroups() {
 				if g.GetRequireProgressBy() != 0 {
-					g.RequireProgressBy = now + g.GetProgressDeadline()
+					g.RequireProgressBy = progressDeadlineFrom(g, now)
 				}
 			}
 		}
@@ -278,11 +289,11 @@ func (s *StateStore) PromoteDeployment(index uint64, e *droverv1.DeploymentPromo
 		}
 		for _, name := range groups {
 			g := c.GetGroups()[name]
-			if err := tx.promoteCanaries(d.GetId(), name, g.GetPlacedCanaries()); err != nil {
+			if err := tx.promoteCanaries(d.GetId(), name, g); err != nil {
 				return err
 			}
 			g.Promoted = true
-			g.RequireProgressBy = e.GetPromotedAt() + g.GetProgressDeadline()
+			g.RequireProgressBy = progressDeadlineFrom(g, e.GetPromotedAt())
 		}
 		c.StatusDescription = "Deployment is running"
 		c.ModifyIndex, c.ModifyTime = tx.index, e.GetPromotedAt()
@@ -319,11 +330,12 @@ func promotableGroups(d *droverv1.Deployment, named []string) ([]string, error) 
 	return named, nil
 }
 
-// promoteCanaries checks that every canary of a group is healthy and clears
-// their canary mark.
-func (tx *txn) promoteCanaries(deploymentID, group string, ids []string) error {
+// promoteCanaries checks that every canary of a group still running is
+// healthy, and that as many are as the group wants, and clears their
+// canary mark.
+func (tx *txn) promoteCanaries(deploymentID, group string, g *droverv1.DeploymentGroup) error {
 	var healthy int
-	for _, id := range ids {
+	for _, id := range g.GetPlacedCanaries() {
 		a := tx.alloc(id)
 		if a == nil || a.ServerTerminal() {
 			continue
@@ -340,8 +352,8 @@ func (tx *txn) promoteCanaries(deploymentID, group string, ids []string) error {
 		}
 		tx.trackAlloc(a, c, false)
 	}
-	if healthy == 0 {
-		return fmt.Errorf("deployment %s: group %q has no healthy canary: %w", deploymentID, group, ErrPrecondition)
+	if want := int(g.GetDesiredCanaries()); healthy < want {
+		return fmt.Errorf("deployment %s: group %q has %d of %d canaries healthy: %w", deploymentID, group, healthy, want, ErrPrecondition)
 	}
 	return nil
 }

@@ -141,11 +141,11 @@ func TestPromoteDeployment(t *testing.T) {
 	f := newFixture(t)
 	n := f.node()
 	j := f.job(2)
-	d := deploymentOf(j, 2, 1)
-	canary := mock.Alloc(n, j, 0)
-	f.placeIn(d, true, canary)
-	if g := f.group(d.GetId()); len(g.GetPlacedCanaries()) != 1 {
-		t.Fatalf("placed canaries %v, want the canary", g.GetPlacedCanaries())
+	d := deploymentOf(j, 2, 2)
+	canary, second := mock.Alloc(n, j, 0), mock.Alloc(n, j, 1)
+	f.placeIn(d, true, canary, second)
+	if g := f.group(d.GetId()); len(g.GetPlacedCanaries()) != 2 {
+		t.Fatalf("placed canaries %v, want both canaries", g.GetPlacedCanaries())
 	}
 	promote := func() error {
 		_, err := f.s.PromoteDeployment(f.next(), &droverv1.DeploymentPromoteEntry{DeploymentId: d.GetId(), PromotedAt: 1000,
@@ -153,9 +153,20 @@ func TestPromoteDeployment(t *testing.T) {
 		return err
 	}
 	if err := promote(); !errors.Is(err, ErrPrecondition) {
-		t.Fatalf("promoting an unhealthy canary: %v, want ErrPrecondition", err)
+		t.Fatalf("promoting unhealthy canaries: %v, want ErrPrecondition", err)
 	}
 	f.reportHealth(n.GetId(), true, 900, canary.GetId())
+	if err := promote(); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("promoting with 1 of 2 canaries healthy: %v, want ErrPrecondition", err)
+	}
+	// A stopped canary is not checked, but still missing.
+	f.stopAllocs(false, second)
+	if err := promote(); !errors.Is(err, ErrPrecondition) {
+		t.Fatalf("promoting with the other canary stopped: %v, want ErrPrecondition", err)
+	}
+	third := mock.Alloc(n, j, 1)
+	f.placeIn(d, true, third)
+	f.reportHealth(n.GetId(), true, 950, third.GetId())
 	if err := promote(); err != nil {
 		t.Fatalf("promote: %v", err)
 	}

@@ -1,6 +1,7 @@
 // Package deploy decides, on the leader, how running deployments move on:
 // the deployment watcher. It reads the state and says which deployments
-// fail (an unhealthy allocation, a missed progress deadline) and which made
+// fail (an unhealthy allocation, a missed progress deadline), which to
+// promote (every canary healthy, with auto_promote) and which made
 // progress since it last looked (an allocation turned healthy), so that an
 // evaluation lets the scheduler place the next batch. The server writes
 // what it decides (server/deployer.go).
@@ -24,12 +25,17 @@ const (
 type State interface {
 	// Deployments iterates every deployment.
 	Deployments() iter.Seq[*droverv1.Deployment]
+	// AllocByID returns an allocation, nil if there is none.
+	AllocByID(id string) *droverv1.Allocation
 }
 
 // Decision is what one look at the deployments found.
 type Decision struct {
 	// Fail lists deployments to fail, with the reason.
 	Fail []Failure
+	// Promote lists deployments whose canaries are all healthy and whose
+	// groups promote by themselves.
+	Promote []*droverv1.Deployment
 	// Progress lists running deployments whose allocations' health changed
 	// since the last look: each needs an evaluation.
 	Progress []*droverv1.Deployment
@@ -64,12 +70,15 @@ func (w *Watcher) Decide(st State, now int64) Decision {
 			continue
 		}
 		running[d.GetId()] = true
-		if why := failure(d, now); why != "" {
+		if why := failure(st, d, now); why != "" {
 			dec.Fail = append(dec.Fail, Failure{Deployment: d, Description: why})
 			continue
 		}
 		p := progressOf(d)
-		if prev, ok := w.seen[d.GetId()]; !ok || prev != p {
+		switch prev, ok := w.seen[d.GetId()]; {
+		case autoPromotable(st, d):
+			dec.Promote = append(dec.Promote, d)
+		case !ok || prev != p:
 			dec.Progress = append(dec.Progress, d)
 		}
 		w.seen[d.GetId()] = p
@@ -83,19 +92,59 @@ func (w *Watcher) Decide(st State, now int64) Decision {
 }
 
 // failure says why a running deployment fails now, or "": an allocation of
-// it turned unhealthy, or a group that is not done passed its progress
-// deadline.
-func failure(d *droverv1.Deployment, now int64) string {
+// a group without a progress deadline turned unhealthy, or a group that is
+// not done passed its deadline. (With a deadline, the scheduler replaces
+// unhealthy allocations while their reschedule policy allows.) A group whose canaries are all healthy waits for its promotion
+// with no deadline: that wait is the operator's.
+func failure(st State, d *droverv1.Deployment, now int64) string {
 	for _, name := range slices.Sorted(maps.Keys(d.GetGroups())) {
 		g := d.GetGroups()[name]
-		if g.GetUnhealthyAllocs() > 0 {
+		if g.GetUnhealthyAllocs() > 0 && g.GetProgressDeadline() == 0 {
 			return FailedUnhealthy
+		}
+		if awaitingPromotion(g) && healthyCanaries(st, g) >= int(g.GetDesiredCanaries()) {
+			continue
 		}
 		if by := g.GetRequireProgressBy(); by != 0 && now > by && g.GetHealthyAllocs() < g.GetDesiredTotal() {
 			return FailedDeadline
 		}
 	}
 	return ""
+}
+
+// awaitingPromotion reports whether a group's rollout waits for its
+// canaries to be promoted.
+func awaitingPromotion(g *droverv1.DeploymentGroup) bool {
+	return g.GetDesiredCanaries() > 0 && !g.GetPromoted()
+}
+
+// autoPromotable reports whether a deployment is to be promoted now: some
+// group waits for promotion, and every such group promotes by itself and
+// has all its canaries healthy.
+func autoPromotable(st State, d *droverv1.Deployment) bool {
+	waiting := false
+	for _, g := range d.GetGroups() {
+		if !awaitingPromotion(g) {
+			continue
+		}
+		if !g.GetAutoPromote() || healthyCanaries(st, g) < int(g.GetDesiredCanaries()) {
+			return false
+		}
+		waiting = true
+	}
+	return waiting
+}
+
+// healthyCanaries counts a group's placed canaries that still run and
+// turned healthy.
+func healthyCanaries(st State, g *droverv1.DeploymentGroup) int {
+	n := 0
+	for _, id := range g.GetPlacedCanaries() {
+		if a := st.AllocByID(id); a != nil && !a.ServerTerminal() && a.GetDeploymentStatus().GetHealthy() {
+			n++
+		}
+	}
+	return n
 }
 
 func progressOf(d *droverv1.Deployment) progress {

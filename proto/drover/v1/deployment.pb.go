@@ -245,7 +245,9 @@ type DeploymentGroup struct {
 	// Nanoseconds.
 	ProgressDeadline int64 `protobuf:"varint,3,opt,name=progress_deadline,json=progressDeadline,proto3" json:"progress_deadline,omitempty"`
 	// Unix nanoseconds by which another allocation must turn healthy, or the
-	// deployment fails; 0 until the first placement, and while paused.
+	// deployment fails; 0 when the group has no progress deadline. It starts
+	// when the deployment is created and restarts with each allocation that
+	// turns healthy, with promotion and when the deployment is resumed.
 	RequireProgressBy int64 `protobuf:"varint,4,opt,name=require_progress_by,json=requireProgressBy,proto3" json:"require_progress_by,omitempty"`
 	// The canaries were promoted: the rest of the rollout may go on.
 	Promoted bool `protobuf:"varint,5,opt,name=promoted,proto3" json:"promoted,omitempty"`

@@ -155,7 +155,9 @@ type DesiredUpdates struct {
 	// Allocations back from a disconnected node, kept or stopped.
 	Reconnect int32 `protobuf:"varint,6,opt,name=reconnect,proto3" json:"reconnect,omitempty"`
 	// Allocations moved off a draining node.
-	Migrate       int32 `protobuf:"varint,7,opt,name=migrate,proto3" json:"migrate,omitempty"`
+	Migrate int32 `protobuf:"varint,7,opt,name=migrate,proto3" json:"migrate,omitempty"`
+	// Canaries of the new version placed beside the old allocations.
+	Canary        int32 `protobuf:"varint,8,opt,name=canary,proto3" json:"canary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -235,6 +237,13 @@ func (x *DesiredUpdates) GetReconnect() int32 {
 func (x *DesiredUpdates) GetMigrate() int32 {
 	if x != nil {
 		return x.Migrate
+	}
+	return 0
+}
+
+func (x *DesiredUpdates) GetCanary() int32 {
+	if x != nil {
+		return x.Canary
 	}
 	return 0
 }
@@ -478,7 +487,7 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\x12deployment_updates\x18\t \x03(\v2!.drover.v1.DeploymentStatusUpdateR\x11deploymentUpdates\x1a\\\n" +
 	"\x13DesiredUpdatesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x01\"\xe1\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x01\"\xf9\x01\n" +
 	"\x0eDesiredUpdates\x12\x14\n" +
 	"\x05place\x18\x01 \x01(\x05R\x05place\x12\x12\n" +
 	"\x04stop\x18\x02 \x01(\x05R\x04stop\x12&\n" +
@@ -486,7 +495,8 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\x12destructive_update\x18\x04 \x01(\x05R\x11destructiveUpdate\x12\x16\n" +
 	"\x06ignore\x18\x05 \x01(\x05R\x06ignore\x12\x1c\n" +
 	"\treconnect\x18\x06 \x01(\x05R\treconnect\x12\x18\n" +
-	"\amigrate\x18\a \x01(\x05R\amigrate\"\x88\x01\n" +
+	"\amigrate\x18\a \x01(\x05R\amigrate\x12\x16\n" +
+	"\x06canary\x18\b \x01(\x05R\x06canary\"\x88\x01\n" +
 	"\bNodePlan\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x127\n" +
 	"\vallocations\x18\x02 \x03(\v2\x15.drover.v1.AllocationR\vallocations\x12*\n" +

@@ -74,6 +74,7 @@ func (m *DesiredUpdates) CloneVT() *DesiredUpdates {
 	r.Ignore = m.Ignore
 	r.Reconnect = m.Reconnect
 	r.Migrate = m.Migrate
+	r.Canary = m.Canary
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -280,6 +281,9 @@ func (this *DesiredUpdates) EqualVT(that *DesiredUpdates) bool {
 		return false
 	}
 	if this.Migrate != that.Migrate {
+		return false
+	}
+	if this.Canary != that.Canary {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -573,6 +577,11 @@ func (m *DesiredUpdates) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.Canary != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Canary))
+		i--
+		dAtA[i] = 0x40
 	}
 	if m.Migrate != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Migrate))
@@ -887,6 +896,9 @@ func (m *DesiredUpdates) SizeVT() (n int) {
 	}
 	if m.Migrate != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Migrate))
+	}
+	if m.Canary != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Canary))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1550,6 +1562,25 @@ func (m *DesiredUpdates) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.Migrate |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 8:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Canary", wireType)
+			}
+			m.Canary = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Canary |= int32(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

@@ -93,7 +93,7 @@ func runJobPlan(ctx context.Context, opts *clientOptions, stdin io.Reader, stdou
 // allocation.
 func planChangesAllocs(resp *droverv1.PlanJobResponse) bool {
 	for _, d := range resp.GetDesiredUpdates() {
-		if d.GetPlace()+d.GetStop()+d.GetInPlaceUpdate()+d.GetDestructiveUpdate()+d.GetMigrate() > 0 {
+		if d.GetPlace()+d.GetStop()+d.GetInPlaceUpdate()+d.GetDestructiveUpdate()+d.GetMigrate()+d.GetCanary() > 0 {
 			return true
 		}
 	}
@@ -115,11 +115,11 @@ func printPlan(w io.Writer, job *droverv1.Job, file string, resp *droverv1.PlanJ
 	}
 	fmt.Fprintln(w)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "Task Group\tPlace\tStop\tIn Place\tReplace\tMigrate\tIgnore")
+	fmt.Fprintln(tw, "Task Group\tPlace\tStop\tIn Place\tReplace\tCanary\tMigrate\tIgnore")
 	for _, name := range groupNames(job) {
 		d := resp.GetDesiredUpdates()[name]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", name, d.GetPlace(), d.GetStop(), d.GetInPlaceUpdate(),
-			d.GetDestructiveUpdate(), d.GetMigrate(), d.GetIgnore())
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, d.GetPlace(), d.GetStop(), d.GetInPlaceUpdate(),
+			d.GetDestructiveUpdate(), d.GetCanary(), d.GetMigrate(), d.GetIgnore())
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -108,7 +108,7 @@ func TestJobPlanCommandAgainstServer(t *testing.T) {
 	// The rollout replaces one allocation at a time (max_parallel 1), and
 	// that one cannot be placed.
 	if code, _ := ExitCode(err); code != 1 || !strings.Contains(out, `~ task_groups[app].resources.cpu_mhz: 100 => 100000`) ||
-		!strings.Contains(out, "app         0      0     0         1        0        1") ||
+		!strings.Contains(out, "app         0      0     0         1        0       0        1") ||
 		!strings.Contains(out, `Task Group "app" (failed to place 1 allocation)`) {
 		t.Errorf("plan of a change that cannot be placed: exit code %d (%v), want 1; stdout:\n%s", code, err, out)
 	}
