@@ -196,6 +196,20 @@ func (c *evalContext) unplanStop(a *droverv1.Allocation) {
 	}
 }
 
+// releaseFor counts an allocation's resources as free on its node, as if
+// it were stopped as lost, until the returned function is called.
+func (c *evalContext) releaseFor(a *droverv1.Allocation) func() {
+	_, wasLost := c.lost[a.GetId()]
+	c.lost[a.GetId()] = struct{}{}
+	c.invalidate(a.GetNodeId())
+	return func() {
+		if !wasLost {
+			delete(c.lost, a.GetId())
+		}
+		c.invalidate(a.GetNodeId())
+	}
+}
+
 // counts reports whether an allocation counts as one of the job's live
 // allocations: of this job, wanted running, not stopped by this plan.
 func (c *evalContext) counts(a *droverv1.Allocation) bool {

@@ -232,7 +232,8 @@ func allocNameSet(sets ...[]*droverv1.Allocation) map[string]bool {
 // one of its allocations is unhealthy and not replaced, or the group's
 // stagger has not passed since its last allocation turned healthy;
 // otherwise max_parallel less the allocations of the deployment still
-// waiting for their health, the replacements of unhealthy ones included.
+// waiting for their health, the replacements of unhealthy ones and of
+// allocations still stopping included.
 func (g *groupReconciler) rolloutLimit() int {
 	if g.rollout() == nil {
 		return -1
@@ -240,7 +241,7 @@ func (g *groupReconciler) rolloutLimit() int {
 	if g.deployment.GetStatus() != droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING {
 		return 0
 	}
-	limit := int(g.group.GetUpdate().GetMaxParallel()) - len(g.unhealthy)
+	limit := int(g.group.GetUpdate().GetMaxParallel()) - len(g.unhealthy) - g.stoppedForUpdate
 	var lastHealthy int64
 	for _, set := range [][]*droverv1.Allocation{g.untainted, g.canaries, g.surging} {
 		for _, a := range set {
@@ -263,6 +264,13 @@ func (g *groupReconciler) rolloutLimit() int {
 		return 0
 	}
 	return max(0, limit)
+}
+
+// waitsForReplacement reports whether a stopped allocation's replacement
+// waits for it to be gone: stopped for an update, not yet stopped by its
+// agent, and replaced by nothing yet.
+func waitsForReplacement(a *droverv1.Allocation, links *allocLinks) bool {
+	return a.GetDesiredDescription() == allocUpdating && !a.ClientTerminal() && !links.replaced(a)
 }
 
 // followStagger schedules the evaluation that goes on with the rollout once

@@ -67,6 +67,12 @@ func TestRollout(t *testing.T) {
 		{"with a progress deadline an unhealthy one is replaced and the rollout goes on", v2, mixed(proto.Bool(false)),
 			withDeadline(dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, 0)),
 			&droverv1.DesiredUpdates{Stop: 1, Place: 1, DestructiveUpdate: 1, Ignore: 2}, false, 0},
+		{"an allocation still stopping for its replacement holds a slot", v2, func() []*droverv1.Allocation {
+			allocs := running(v1, "", nil)
+			allocs[0] = rcAlloc(v1, 0, "n1", withDesired(dsStop), func(a *droverv1.Allocation) { a.DesiredDescription = allocUpdating })
+			return allocs
+		}(), dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, 0),
+			&droverv1.DesiredUpdates{Place: 1, DestructiveUpdate: 1, Ignore: 2}, false, 0},
 		{"a paused deployment replaces nothing", v2, mixed(proto.Bool(true)), dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_PAUSED, 1),
 			&droverv1.DesiredUpdates{Ignore: 4}, false, 0},
 		{"every allocation healthy: successful", v2, running(v2, "d", proto.Bool(true)), dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, 4),

@@ -197,8 +197,11 @@ func place(ec *evalContext, job *droverv1.Job, eval *droverv1.Evaluation, placem
 			ec.planPlace(newAlloc(ec, job, eval, p, rn))
 			continue
 		}
-		if p.keepPrevious {
-			// An update that cannot be placed takes nothing away.
+		if p.keepPrevious && !fitsOnceGone(ec, st, p) {
+			// An update that no node takes, even once the allocation it
+			// replaces has gone, takes nothing away. One that waits for
+			// what that allocation holds (its static port, its room on a
+			// full node) keeps the stop and is placed once it is gone.
 			ec.unplanStop(p.previous)
 		}
 		if !counts {
@@ -240,6 +243,18 @@ func selectFor(ec *evalContext, st *stack, p placement) (rn *rankedNode, counts 
 	st.setNodes([]*droverv1.Node{n})
 	defer st.setNodes(nil)
 	return st.selectPinned(p.group, opts)
+}
+
+// fitsOnceGone reports whether a replacement would fit on the node of the
+// allocation it replaces once that allocation no longer holds anything.
+func fitsOnceGone(ec *evalContext, st *stack, p placement) bool {
+	n := ec.state.NodeByID(p.previous.GetNodeId())
+	if n == nil {
+		return false
+	}
+	release := ec.releaseFor(p.previous)
+	defer release()
+	return st.fitsAlone(p.group, n, selectOptions{allocName: p.name})
 }
 
 // newAlloc builds the allocation for a placement on the chosen node.

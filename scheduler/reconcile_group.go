@@ -58,6 +58,9 @@ type groupReconciler struct {
 	// unhealthy are allocations of the deployment its agents reported
 	// unhealthy, each replaced now while the reschedule policy allows.
 	unhealthy []*droverv1.Allocation
+	// stoppedForUpdate counts allocations stopped for a replacement that
+	// waits for them to be gone: the rollout counts each as in flight.
+	stoppedForUpdate int
 	// staggerUntil is when the group's stagger lets the rollout go on, 0
 	// when it holds nothing back.
 	staggerUntil int64
@@ -107,6 +110,9 @@ func (g *groupReconciler) classify(a *droverv1.Allocation) {
 	case a.ServerTerminal():
 		if g.batch && a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
 			g.done = append(g.done, a)
+		}
+		if waitsForReplacement(a, g.links) {
+			g.stoppedForUpdate++
 		}
 		if freeStoppedLost(g.ch, a, nodeGone(g.in.nodes[a.GetNodeId()])) {
 			return

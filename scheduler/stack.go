@@ -152,6 +152,17 @@ func (s *stack) selectNode(tg *droverv1.TaskGroup, opts selectOptions) *rankedNo
 	return &rankedNode{node: best.node, score: bestScore, resources: s.allocated(tg, pick.addr)}
 }
 
+// fitsAlone reports whether one allocation of the group would fit on the
+// node, leaving the group's failure as it was.
+func (s *stack) fitsAlone(tg *droverv1.TaskGroup, n *droverv1.Node, opts selectOptions) bool {
+	g := s.group(tg)
+	failed := g.failed
+	defer func() { g.failed = failed }()
+	s.setNodes([]*droverv1.Node{n})
+	defer s.setNodes(nil)
+	return s.selectNode(tg, opts) != nil
+}
+
 // selectPinned is selectNode on a stack narrowed to one pinned node (a
 // system job's placement). counts is false when the node is filtered out:
 // nothing is owed there, and the group's failure is left as it was. A node

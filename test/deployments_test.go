@@ -238,7 +238,8 @@ func TestDeployments(t *testing.T) {
 		if !strings.HasPrefix(failed.GetStatusDescription(), deploy.FailedDeadline) {
 			t.Errorf("failed deployment says %q", failed.GetStatusDescription())
 		}
-		// Nothing could be placed, so nothing was stopped.
+		// No node takes the new version, not even where an old allocation
+		// leaves room: nothing was stopped.
 		if census := dc.census(ctx, t, job.GetId()); census.healthy[0] != 10 || census.running != 10 {
 			t.Errorf("after the failed rollout: %+v, want the 10 old allocations running", census)
 		}
