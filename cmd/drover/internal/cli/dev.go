@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -138,7 +140,11 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 		}
 		return err
 	}
-	printDevHelp(stdout, srv.RPCAddr(), srv.HTTPAddr(), o.simNodes, job.GetId())
+	next := filepath.Join(dir, "web-v2.json")
+	if err := os.WriteFile(next, nextSampleVersion(sampleJob), 0o600); err != nil {
+		return fmt.Errorf("write the sample job's next version: %w", err)
+	}
+	printDevHelp(stdout, srv.RPCAddr(), srv.HTTPAddr(), o.simNodes, job.GetId(), next)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "drover dev: stopping the agents and the server")
 	return nil
@@ -182,8 +188,15 @@ func waitOrDone(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// printDevHelp says where to look.
-func printDevHelp(w io.Writer, rpcAddr, httpAddr string, nodes int, jobID string) {
+// nextSampleVersion is the sample job with more memory: a change that
+// replaces its allocations, rolled out by its update block.
+func nextSampleVersion(sample []byte) []byte {
+	return bytes.Replace(sample, []byte(`"memory_mb": 256`), []byte(`"memory_mb": 384`), 1)
+}
+
+// printDevHelp says where to look, and how to roll out the sample job's
+// next version, written to nextFile.
+func printDevHelp(w io.Writer, rpcAddr, httpAddr string, nodes int, jobID, nextFile string) {
 	addrFlag := ""
 	if rpcAddr != defaultAddr {
 		addrFlag = " -address " + rpcAddr
@@ -196,7 +209,17 @@ Data is in a temporary directory, removed when you press Ctrl-C.
   drover eval list%s
   go run github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3 -plaintext -d '{}' %s drover.v1.EventService/Stream
   http://%s/metrics
-`, rpcAddr, nodes, jobID, addrFlag, jobID, addrFlag, addrFlag, rpcAddr, httpAddr)
+
+Roll out its next version (more memory), one allocation at a time, each
+healthy 2s after it starts, as its update block says:
+
+  drover job plan%s %s
+  drover job run%s %s
+  drover deployment list%s
+
+job run follows the rollout to its end; job status shows it too.
+`, rpcAddr, nodes, jobID, addrFlag, jobID, addrFlag, addrFlag, rpcAddr, httpAddr,
+		addrFlag, nextFile, addrFlag, nextFile, addrFlag)
 }
 
 // nodesReadyTimeout bounds the wait for the simulated nodes.

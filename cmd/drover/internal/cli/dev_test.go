@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,13 @@ func TestSampleJobCopiesAgree(t *testing.T) {
 	}
 	if _, err := parseJob(sampleJob); err != nil {
 		t.Errorf("the sample job does not parse: %v", err)
+	}
+	next := nextSampleVersion(sampleJob)
+	if bytes.Equal(next, sampleJob) {
+		t.Error("the sample job's next version is the same job: nextSampleVersion no longer finds what it changes")
+	}
+	if _, err := parseJob(next); err != nil {
+		t.Errorf("the sample job's next version does not parse: %v", err)
 	}
 }
 
@@ -82,10 +90,19 @@ func TestDevRunsTheSampleJobAndCleansUp(t *testing.T) {
 		}
 		return running == want, fmt.Sprintf("%d of %d running", running, want)
 	})
-	for _, hint := range []string{"drover job status", "drover node status", "drover eval list", "EventService/Stream", "/metrics"} {
+	for _, hint := range []string{"drover job status", "drover node status", "drover eval list", "EventService/Stream", "/metrics", "drover job run"} {
 		if !bytes.Contains([]byte(out.String()), []byte(hint)) {
 			t.Errorf("output does not mention %q:\n%s", hint, out.String())
 		}
+	}
+	// The rollout it suggests works: job run follows it to its end.
+	next := regexp.MustCompile(`drover job run -address \S+ (\S+web-v2\.json)`).FindStringSubmatch(out.String())
+	if next == nil {
+		t.Fatalf("output names no next version to roll out:\n%s", out.String())
+	}
+	if rolled, stderr, err := run(t, "job", "run", "-address", addr, "-timeout", "60s", next[1]); err != nil ||
+		!strings.Contains(rolled, "successful: Deployment completed successfully") {
+		t.Errorf("rolling out %s: %v\n%s%s", next[1], err, rolled, stderr)
 	}
 	cancel()
 	if !devStopped(stopped) {

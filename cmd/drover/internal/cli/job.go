@@ -45,11 +45,13 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 	return &ffcli.Command{
 		Name:       "run",
 		ShortUsage: "drover job run [flags] FILE",
-		ShortHelp:  "Register a job from a JSON job file and follow its evaluation.",
+		ShortHelp:  "Register a job from a JSON job file and follow its evaluation and deployment.",
 		LongHelp: "Register (create or update) the job FILE describes, - for stdin; see\n" +
 			"docs/jobs.md for the format. Unless -detach, follow the evaluation that\n" +
 			"schedules the job until it finishes and summarise what it placed and why\n" +
-			"anything could not be placed. -timeout bounds the whole command, the\n" +
+			"anything could not be placed, then the deployment that rolls the version\n" +
+			"out until it ends (exit code 1 if it fails) or waits for its canaries to\n" +
+			"be promoted. -timeout bounds the whole command, the\n" +
 			"follow included; Ctrl-C stops following and leaves the job registered.\n" +
 			"With -check-index N the job is registered only if nobody changed it\n" +
 			"since it was at job_modify_index N; the server checks when it writes.",
@@ -71,7 +73,10 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			}
 			fmt.Fprintf(stdout, "Job %q registered at version %d\n", job.GetId(), resp.GetJobVersion())
 			printWarnings(stdout, resp.GetWarnings())
-			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), w.detach, groupNames(job))
+			if err := afterJobWrite(ctx, s, stdout, resp.GetEvalId(), w.detach, groupNames(job)); err != nil || w.detach {
+				return err
+			}
+			return followDeployment(ctx, s, stdout, job.GetId(), resp.GetJobModifyIndex())
 		},
 	}
 }

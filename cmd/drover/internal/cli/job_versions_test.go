@@ -95,7 +95,7 @@ func TestJobPlanCommandAgainstServer(t *testing.T) {
 		!strings.Contains(out, "drover job run -check-index 0 "+file) {
 		t.Errorf("plan of a new job: exit code %d (%v), want 1; stdout:\n%s", code, err, out)
 	}
-	if out, stderr, err := run(t, withAddr(addr, []string{"job", "run"}, file)...); err != nil {
+	if out, stderr, err := run(t, withAddr(addr, []string{"job", "run", "-detach"}, file)...); err != nil {
 		t.Fatalf("run: %v\n%s%s", err, out, stderr)
 	}
 	out, _, err = run(t, withAddr(addr, []string{"job", "plan"}, file)...)
