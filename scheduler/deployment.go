@@ -62,7 +62,7 @@ func currentDeployment(in *reconcileInput, res *reconcileResult, groups map[stri
 			DesiredTotal: tg.GetCount(), AutoRevert: u.GetAutoRevert(), AutoPromote: u.GetAutoPromote(),
 			ProgressDeadline: int64(u.GetProgressDeadline().AsDuration()),
 		}
-		if replacesAny(in, groups[tg.GetName()]) {
+		if wantsCanaries(in, groups[tg.GetName()]) {
 			dg.DesiredCanaries = u.GetCanary()
 		}
 		nd.Groups[tg.GetName()] = dg
@@ -92,15 +92,27 @@ func needsRollout(job *droverv1.Job, tg *droverv1.TaskGroup, allocs []*droverv1.
 	return !current && tg.GetCount() > 0
 }
 
-// replacesAny reports whether moving a group to the job's version replaces
-// an allocation: only then are canaries placed.
-func replacesAny(in *reconcileInput, allocs []*droverv1.Allocation) bool {
+// wantsCanaries reports whether a group's rollout places canaries first:
+// moving it to the job's version replaces some allocation, and the version
+// is not one already proven. It is proven when an allocation of a stable
+// version runs and would only be updated in place (a revert to the latest
+// stable version, say): canaries would test what has run healthy before.
+func wantsCanaries(in *reconcileInput, allocs []*droverv1.Allocation) bool {
+	replaces := false
 	for _, a := range allocs {
-		if !a.ServerTerminal() && !a.ClientTerminal() && allocUpdate(a, in.job, in.jobVersion) == updateDestructive {
-			return true
+		if a.ServerTerminal() || a.ClientTerminal() {
+			continue
+		}
+		switch allocUpdate(a, in.job, in.jobVersion) {
+		case updateDestructive:
+			replaces = true
+		default:
+			if in.jobVersion != nil && in.jobVersion(a.GetJobVersion()).GetStable() {
+				return false
+			}
 		}
 	}
-	return false
+	return replaces
 }
 
 // rollout is the part of the deployment a group follows, nil when the

@@ -177,6 +177,12 @@ func TestCanaryAndSurge(t *testing.T) {
 			&droverv1.DesiredUpdates{Canary: 1, Ignore: 5}, []string{"1"}, nil, 0},
 		{"promoted: each canary's old allocation stops, the rest rolls", canary, withNew(canary, false, yes, yes), dep(canary, running, 2, true, 2),
 			&droverv1.DesiredUpdates{Stop: 2, DestructiveUpdate: 2, Ignore: 2}, nil, []string{"a0", "a1"}, 0},
+		{"a canary leaving a draining node is stopped and placed again as a canary", canary, func() []*droverv1.Allocation {
+			allocs := withNew(canary, true, yes, yes)
+			allocs[len(allocs)-1].DesiredTransition = &droverv1.DesiredTransition{Migrate: true}
+			return allocs
+		}(), dep(canary, running, 2, false, 2),
+			&droverv1.DesiredUpdates{Stop: 1, Canary: 1, Ignore: 5}, []string{"1"}, []string{"new1"}, 0},
 		{"canaries of a failed deployment stop", canary, withNew(canary, true, yes, yes),
 			dep(canary, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_FAILED, 2, false, 2),
 			&droverv1.DesiredUpdates{Stop: 2, Ignore: 4}, nil, []string{"new0", "new1"}, 0},
@@ -281,6 +287,39 @@ func TestRolloutStagger(t *testing.T) {
 			}
 			if followup != tt.followup {
 				t.Errorf("follow-up at %d, want %d", followup, tt.followup)
+			}
+		})
+	}
+}
+
+// TestRevertPlacesNoCanaries: rolling back to a stable version's spec
+// skips the canaries a new spec would get.
+func TestRevertPlacesNoCanaries(t *testing.T) {
+	withCanaries := func(j *droverv1.Job) {
+		rcTG(j).Update.MaxParallel = proto.Int32(2)
+		rcTG(j).Update.Canary = proto.Int32(1)
+	}
+	v0 := rcJob(jtService, 4, withCanaries)
+	v0.Stable = true
+	v1 := rcNextVersion(v0, func(j *droverv1.Job) {
+		j.Stable = false
+		rcTG(j).Resources.MemoryMb = 256
+	})
+	v2 := rcNextVersion(v1, func(j *droverv1.Job) { rcTG(j).Resources.MemoryMb = rcTG(v0).GetResources().GetMemoryMb() })
+	allocs := []*droverv1.Allocation{rcAlloc(v0, 0, "n1"), rcAlloc(v0, 1, "n1"),
+		rcAlloc(v1, 2, "n1"), rcAlloc(v1, 3, "n1")}
+	for _, tt := range []struct {
+		name     string
+		older    []*droverv1.Job
+		canaries int32
+	}{
+		{"back to the stable spec", []*droverv1.Job{v0, v1}, 0},
+		{"the same spec, never proven", []*droverv1.Job{func() *droverv1.Job { j := v0.CloneVT(); j.Stable = false; return j }(), v1}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := rcRun(t, v2, tt.older, allocs, rcNodes(rcNode("n1", nsReady)), withDeployments(nil))
+			if got := res.deployment.GetGroups()[rcGroup].GetDesiredCanaries(); got != tt.canaries {
+				t.Errorf("deployment wants %d canaries, want %d", got, tt.canaries)
 			}
 		})
 	}

@@ -2,29 +2,73 @@ package server
 
 import (
 	"context"
+	"sync"
 	"time"
 
+	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/server/deploy"
 )
 
-// deployWatchInterval is how often the leader looks at the running
-// deployments. An allocation's health takes seconds to be decided, so a
-// quarter of a second of lag adds little to a rollout.
-const deployWatchInterval = 250 * time.Millisecond
+// deployWatchInterval is how long the deployment watcher waits at most
+// between two looks, for the progress deadlines; deployBatchWindow is the
+// least, so that health reports arriving close together (each agent
+// reports its own) share one look and one raft entry.
+const (
+	deployWatchInterval = 250 * time.Millisecond
+	deployBatchWindow   = 50 * time.Millisecond
+)
 
 // deployer is the deployment watcher, a leader duty: each round it fails
 // the deployments that must fail (reverting where asked), promotes those
 // that promote by themselves, and writes an evaluation for each that made
-// progress, all progress of a round in one raft entry.
+// progress, all progress of a round in one raft entry. It looks again as
+// soon as the deployments change (a health report, a plan), so that a
+// rollout's next batch waits for no timer.
 type deployer struct {
 	s       *Server
 	watcher *deploy.Watcher
 }
 
 func (d *deployer) duty() LeaderDuty {
-	return periodicDuty("deployment watcher", deployWatchInterval, d.round)
+	var wg sync.WaitGroup
+	return LeaderDuty{
+		Name: "deployment watcher",
+		Start: func(ctx context.Context) error {
+			wg.Go(func() { d.run(ctx) })
+			return nil
+		},
+		Stop: wg.Wait,
+	}
+}
+
+// run looks at the deployments whenever their table changes, at most every
+// deployBatchWindow and at least every deployWatchInterval.
+func (d *deployer) run(ctx context.Context) {
+	var seen uint64
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pause.C:
+		}
+		d.round(ctx)
+		pause.Reset(deployBatchWindow)
+		select {
+		case <-ctx.Done():
+			return
+		case <-pause.C:
+		}
+		wait, cancel := context.WithTimeout(ctx, deployWatchInterval)
+		seen, _ = d.s.state.BlockingQuery(wait, seen, func(snap *state.Snapshot) (uint64, error) {
+			return snap.TableIndex(state.TableDeployments), nil
+		})
+		cancel()
+		pause.Reset(0)
+	}
 }
 
 func (d *deployer) round(ctx context.Context) {

@@ -47,7 +47,7 @@ func nextVersion(job *droverv1.Job) *droverv1.Job {
 	return next
 }
 
-func (dc deployClients) register(ctx context.Context, t *testing.T, job *droverv1.Job) uint64 {
+func (dc deployClients) register(ctx context.Context, t testing.TB, job *droverv1.Job) uint64 {
 	t.Helper()
 	resp, err := dc.jobs.Register(ctx, &droverv1.RegisterJobRequest{Job: job.CloneVT()})
 	if err != nil {
@@ -58,7 +58,7 @@ func (dc deployClients) register(ctx context.Context, t *testing.T, job *droverv
 
 // waitDeployment waits until the job's newest deployment of version
 // passes check, and returns it.
-func (dc deployClients) waitDeployment(ctx context.Context, t *testing.T, jobID string, version uint64, what string,
+func (dc deployClients) waitDeployment(ctx context.Context, t testing.TB, jobID string, version uint64, what string,
 	check func(*droverv1.Deployment) bool) *droverv1.Deployment {
 	t.Helper()
 	var d *droverv1.Deployment
@@ -77,7 +77,7 @@ func (dc deployClients) waitDeployment(ctx context.Context, t *testing.T, jobID 
 	return d
 }
 
-func (dc deployClients) waitStatus(ctx context.Context, t *testing.T, jobID string, version uint64, st droverv1.DeploymentStatus) *droverv1.Deployment {
+func (dc deployClients) waitStatus(ctx context.Context, t testing.TB, jobID string, version uint64, st droverv1.DeploymentStatus) *droverv1.Deployment {
 	t.Helper()
 	return dc.waitDeployment(ctx, t, jobID, version, st.String(), func(d *droverv1.Deployment) bool { return d.GetStatus() == st })
 }
@@ -91,7 +91,7 @@ type allocCensus struct {
 	nodes    map[string]int
 }
 
-func (dc deployClients) census(ctx context.Context, t *testing.T, jobID string) allocCensus {
+func (dc deployClients) census(ctx context.Context, t testing.TB, jobID string) allocCensus {
 	t.Helper()
 	resp, err := dc.jobs.Allocations(ctx, &droverv1.ListJobAllocationsRequest{JobId: jobID})
 	if err != nil {
@@ -116,7 +116,7 @@ func (dc deployClients) census(ctx context.Context, t *testing.T, jobID string) 
 }
 
 // waitCensus waits until what runs of the job passes check.
-func (dc deployClients) waitCensus(ctx context.Context, t *testing.T, jobID, what string, check func(allocCensus) bool) allocCensus {
+func (dc deployClients) waitCensus(ctx context.Context, t testing.TB, jobID, what string, check func(allocCensus) bool) allocCensus {
 	t.Helper()
 	var c allocCensus
 	poll(ctx, t, jobID+": "+what, func() (bool, string) {

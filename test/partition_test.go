@@ -53,7 +53,7 @@ func waitLeaderless(ctx context.Context, t *testing.T, servers ...*cluster.Serve
 // unrecorded (and so unreachable through followers, should it become the
 // leader) until that call times out, which the harness tests do not wait
 // for.
-func waitRecorded(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+func waitRecorded(ctx context.Context, t testing.TB, c *cluster.Cluster) {
 	t.Helper()
 	poll(ctx, t, "every server recorded", func() (bool, string) {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
