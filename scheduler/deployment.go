@@ -243,9 +243,10 @@ func allocNameSet(sets ...[]*droverv1.Allocation) map[string]bool {
 // them outside a deployment; none while the deployment is paused or failed,
 // one of its allocations is unhealthy and not replaced, or the group's
 // stagger has not passed since its last allocation turned healthy;
-// otherwise max_parallel less the allocations of the deployment still
-// waiting for their health, the replacements of unhealthy ones and of
-// allocations still stopping included.
+// otherwise max_parallel less the new allocations of the deployment still
+// waiting for their health (those updated in place hold no slot), the
+// replacements of unhealthy ones and of allocations still stopping
+// included.
 func (g *groupReconciler) rolloutLimit() int {
 	if g.rollout() == nil {
 		return -1
@@ -265,7 +266,11 @@ func (g *groupReconciler) rolloutLimit() int {
 			case st != nil && st.Healthy != nil && !st.GetHealthy():
 				return 0
 			case st == nil || st.Healthy == nil:
-				limit--
+				// Only new allocations hold a slot: one updated in place
+				// (created before the deployment) replaces nothing.
+				if a.GetCreateIndex() >= g.deployment.GetCreateIndex() {
+					limit--
+				}
 			default:
 				lastHealthy = max(lastHealthy, st.GetTimestamp())
 			}

@@ -73,6 +73,15 @@ func TestRollout(t *testing.T) {
 			return allocs
 		}(), dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, 0),
 			&droverv1.DesiredUpdates{Place: 1, DestructiveUpdate: 1, Ignore: 2}, false, 0},
+		{"an allocation updated in place and not yet healthy holds no slot", v2, func() []*droverv1.Allocation {
+			allocs := running(v1, "", nil)
+			allocs[0] = rcAlloc(v2, 0, "n1", withID("b0"), withHealth("d", nil), func(a *droverv1.Allocation) { a.CreateIndex = 5 })
+			return allocs
+		}(), func() *droverv1.Deployment {
+			d := dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, 0)
+			d.CreateIndex = 10
+			return d
+		}(), &droverv1.DesiredUpdates{DestructiveUpdate: 2, Ignore: 2}, false, 0},
 		{"a paused deployment replaces nothing", v2, mixed(proto.Bool(true)), dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_PAUSED, 1),
 			&droverv1.DesiredUpdates{Ignore: 4}, false, 0},
 		{"every allocation healthy: successful", v2, running(v2, "d", proto.Bool(true)), dep(v2, droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING, 4),

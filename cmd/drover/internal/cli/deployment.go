@@ -158,7 +158,7 @@ func printDeploymentGroups(w io.Writer, d *droverv1.Deployment) error {
 func deploymentWriteCommand(stdout, stderr io.Writer, name, short, long string) *ffcli.Command {
 	fs := flag.NewFlagSet("drover deployment "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	opts := clientFlags(fs, false)
+	opts := clientFlags(fs, true)
 	var groups stringList
 	if name == "promote" {
 		fs.Var(&groups, "group", "promote only this group's canaries (repeatable)")
@@ -191,6 +191,9 @@ func deploymentWriteCommand(stdout, stderr io.Writer, name, short, long string) 
 			}
 			if err != nil {
 				return s.fail(ctx, fmt.Sprintf("%s of deployment %s", name, id), err)
+			}
+			if opts.json {
+				return printJSON(stdout, resp)
 			}
 			fmt.Fprintf(stdout, "Deployment %s: %s done\n", id, name)
 			if resp.RevertedToVersion != nil {

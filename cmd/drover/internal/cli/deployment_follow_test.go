@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/droverhq/drover/internal/simagent"
 	"github.com/droverhq/drover/internal/testserver"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
 // TestJobRunFollowsDeployment runs jobs against a server with simulated
@@ -62,7 +64,26 @@ func TestJobRunFollowsDeployment(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "1 canaries awaiting promotion") || !strings.Contains(out, "drover deployment promote") {
 		t.Fatalf("run of a version with a canary: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
+	// The canary waits for promotion; promote it, with -json.
+	list, err := droverv1.NewDeploymentServiceClient(srv.Conn).List(t.Context(), &droverv1.ListDeploymentsRequest{JobId: "api"})
+	if err != nil || len(list.GetDeployments()) == 0 {
+		t.Fatalf("list deployments: %v", err)
+	}
+	var promoted struct {
+		EvalID string `json:"eval_id"`
+	}
+	out, stderr, err = run(t, "deployment", "promote", "-address", addr, "-json", list.GetDeployments()[0].GetId())
+	if err != nil || json.Unmarshal([]byte(out), &promoted) != nil || promoted.EvalID == "" {
+		t.Fatalf("deployment promote -json: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
 	if out, _, err := run(t, "job", "run", "-address", addr, "-detach", job(67, 0, false)); err != nil || strings.Contains(out, "Monitoring") {
 		t.Fatalf("run -detach: %v\n%s", err, out)
+	}
+	var registered struct {
+		JobVersion string `json:"job_version"`
+	}
+	out, _, err = run(t, "job", "run", "-address", addr, "-json", job(68, 0, false))
+	if err != nil || json.Unmarshal([]byte(out), &registered) != nil || registered.JobVersion != "4" || strings.Contains(out, "Monitoring") {
+		t.Fatalf("run -json: %v\n%s", err, out)
 	}
 }

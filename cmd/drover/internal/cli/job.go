@@ -39,7 +39,7 @@ func jobCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("drover job run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	opts := clientFlags(fs, false)
+	opts := clientFlags(fs, true)
 	w := jobWriteFlags(fs, "registered")
 	checkIndex := fs.Int64("check-index", -1, "register only if the job's job_modify_index is still this one (0: only if the job does not exist); see `drover job status`")
 	return &ffcli.Command{
@@ -51,7 +51,8 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			"schedules the job until it finishes and summarise what it placed and why\n" +
 			"anything could not be placed, then the deployment that rolls the version\n" +
 			"out until it ends (exit code 1 if it fails) or waits for its canaries to\n" +
-			"be promoted. -timeout bounds the whole command, the\n" +
+			"be promoted; -json prints the registration's answer instead, and\n" +
+			"follows nothing. -timeout bounds the whole command, the\n" +
 			"follow included; Ctrl-C stops following and leaves the job registered.\n" +
 			"With -check-index N the job is registered only if nobody changed it\n" +
 			"since it was at job_modify_index N; the server checks when it writes.",
@@ -71,6 +72,9 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			if err != nil {
 				return s.fail(ctx, fmt.Sprintf("registering job %q", job.GetId()), err)
 			}
+			if opts.json {
+				return printJSON(stdout, resp)
+			}
 			fmt.Fprintf(stdout, "Job %q registered at version %d\n", job.GetId(), resp.GetJobVersion())
 			printWarnings(stdout, resp.GetWarnings())
 			if err := afterJobWrite(ctx, s, stdout, resp.GetEvalId(), w.detach, groupNames(job)); err != nil || w.detach {
@@ -84,7 +88,7 @@ func jobRunCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 func jobStopCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("drover job stop", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	opts := clientFlags(fs, false)
+	opts := clientFlags(fs, true)
 	w := jobWriteFlags(fs, "marked stopped")
 	return &ffcli.Command{
 		Name:       "stop",
@@ -108,6 +112,9 @@ func jobStopCommand(stdout, stderr io.Writer) *ffcli.Command {
 				&droverv1.DeregisterJobRequest{JobId: id, RequestId: w.id()})
 			if err != nil {
 				return s.fail(ctx, fmt.Sprintf("stopping job %q", id), err)
+			}
+			if opts.json {
+				return printJSON(stdout, resp)
 			}
 			fmt.Fprintf(stdout, "Job %q stopped\n", id)
 			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), w.detach, nil)

@@ -157,7 +157,7 @@ func describeChange(c *droverv1.FieldChange) string {
 func jobRevertCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("drover job revert", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	opts := clientFlags(fs, false)
+	opts := clientFlags(fs, true)
 	w := jobWriteFlags(fs, "reverted")
 	var prior int64
 	fs.Int64Var(&prior, "prior-version", -1, "revert only if the job is still at this version")
@@ -169,7 +169,8 @@ func jobRevertCommand(stdout, stderr io.Writer) *ffcli.Command {
 			"(see `drover job history`). With -prior-version N the revert applies\n" +
 			"only if the job is still at version N when it is written, so a change\n" +
 			"made meanwhile by someone else is never undone by accident. Unless\n" +
-			"-detach, follow the evaluation as `drover job run` does.",
+			"-detach or -json, follow the evaluation and the deployment as\n" +
+			"`drover job run` does.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
@@ -194,8 +195,14 @@ func jobRevertCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if err != nil {
 				return s.fail(ctx, fmt.Sprintf("reverting job %q to version %d", id, version), err)
 			}
+			if opts.json {
+				return printJSON(stdout, resp)
+			}
 			fmt.Fprintf(stdout, "Job %q reverted to version %d, now version %d\n", id, version, resp.GetJobVersion())
-			return afterJobWrite(ctx, s, stdout, resp.GetEvalId(), w.detach, nil)
+			if err := afterJobWrite(ctx, s, stdout, resp.GetEvalId(), w.detach, nil); err != nil || w.detach {
+				return err
+			}
+			return followDeployment(ctx, s, stdout, id, resp.GetJobModifyIndex())
 		},
 	}
 }

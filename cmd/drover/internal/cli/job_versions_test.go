@@ -87,7 +87,9 @@ func TestJobPlanCommandAgainstServer(t *testing.T) {
 		Status: droverv1.NodeStatus_NODE_STATUS_READY}); err != nil {
 		t.Fatal(err)
 	}
-	file := writeJobFile(t, `{"id": "api", "datacenters": ["dc1"],
+	// No agent reports health here: the job is placed unpaced (max_parallel
+	// 0), so that job run has no deployment to follow.
+	file := writeJobFile(t, `{"id": "api", "datacenters": ["dc1"], "update": {"max_parallel": 0},
 		"task_groups": [{"name": "app", "count": 2, "resources": {"cpu_mhz": 100, "memory_mb": 64}}]}`)
 
 	out, _, err := run(t, withAddr(addr, []string{"job", "plan"}, file)...)
@@ -95,7 +97,7 @@ func TestJobPlanCommandAgainstServer(t *testing.T) {
 		!strings.Contains(out, "drover job run -check-index 0 "+file) {
 		t.Errorf("plan of a new job: exit code %d (%v), want 1; stdout:\n%s", code, err, out)
 	}
-	if out, stderr, err := run(t, withAddr(addr, []string{"job", "run", "-detach"}, file)...); err != nil {
+	if out, stderr, err := run(t, withAddr(addr, []string{"job", "run"}, file)...); err != nil {
 		t.Fatalf("run: %v\n%s%s", err, out, stderr)
 	}
 	out, _, err = run(t, withAddr(addr, []string{"job", "plan"}, file)...)
