@@ -105,6 +105,12 @@ func newEntryMessage(t droverv1.MessageType) vtMessage {
 		return &droverv1.DeploymentStatusUpdateEntry{}
 	case droverv1.MessageTypeDeploymentPromote:
 		return &droverv1.DeploymentPromoteEntry{}
+	case droverv1.MessageTypeACLBootstrap:
+		return &droverv1.ACLBootstrapEntry{}
+	case droverv1.MessageTypeACLPolicy:
+		return &droverv1.ACLPolicyEntry{}
+	case droverv1.MessageTypeACLToken:
+		return &droverv1.ACLTokenEntry{}
 	}
 	return nil
 }

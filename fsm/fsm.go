@@ -136,6 +136,12 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 		changes, err = f.state.UpdateDeploymentStatus(index, m)
 	case *droverv1.DeploymentPromoteEntry:
 		changes, err = f.state.PromoteDeployment(index, m)
+	case *droverv1.ACLBootstrapEntry:
+		changes, err = f.state.BootstrapACL(index, m)
+	case *droverv1.ACLPolicyEntry:
+		changes, err = f.state.ApplyACLPolicies(index, m)
+	case *droverv1.ACLTokenEntry:
+		changes, err = f.state.ApplyACLTokens(index, m)
 	case *droverv1.ClusterMetadataEntry:
 		var res *droverv1.ClusterMetadata
 		res, changes, err = f.state.SetClusterMetadata(index, m)

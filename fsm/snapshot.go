@@ -45,6 +45,11 @@ const (
 	recordServer     recordType = 7
 	recordJobRequest recordType = 8
 	recordDeployment recordType = 9
+	// ACL records appear only once ACL entries (0.3.0, gated) were
+	// applied, so every server restoring them knows them.
+	recordACLPolicy    recordType = 10
+	recordACLToken     recordType = 11
+	recordACLBootstrap recordType = 12
 )
 
 // Snapshot captures the current state for raft. It is cheap: the state
@@ -122,6 +127,15 @@ func WriteSnapshot(w io.Writer, snap *state.Snapshot, index uint64) error {
 	}
 	for d := range snap.Deployments() {
 		rw.message(recordDeployment, d, true)
+	}
+	for p := range snap.ACLPolicies() {
+		rw.message(recordACLPolicy, p, true)
+	}
+	for t := range snap.ACLTokens() {
+		rw.message(recordACLToken, t, true)
+	}
+	if b := snap.ACLBootstrap(); b != nil {
+		rw.message(recordACLBootstrap, b, true)
 	}
 	return rw.err
 }
@@ -278,6 +292,12 @@ func (sr *snapshotReader) record(t recordType) error {
 		return restoreAs(sr, &droverv1.JobRequestResult{}, rs.JobRequestResult)
 	case recordDeployment:
 		return restoreAs(sr, &droverv1.Deployment{}, rs.Deployment)
+	case recordACLPolicy:
+		return restoreAs(sr, &droverv1.ACLPolicy{}, rs.ACLPolicy)
+	case recordACLToken:
+		return restoreAs(sr, &droverv1.ACLToken{}, rs.ACLToken)
+	case recordACLBootstrap:
+		return restoreAs(sr, &droverv1.ACLBootstrapState{}, rs.ACLBootstrap)
 	}
 	return fmt.Errorf("unknown snapshot record type %d", t)
 }

@@ -51,6 +51,8 @@ func toStatus(err error, logger *slog.Logger) error {
 		return invalidArgument(verr)
 	case errors.Is(err, state.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, errUnauthenticated):
+		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, state.ErrSecretMismatch), errors.Is(err, errPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrFailedPrecondition), errors.Is(err, state.ErrIndexMismatch), errors.Is(err, state.ErrPrecondition):

@@ -55,6 +55,12 @@ var leaderMethods = map[string]bool{
 	droverv1.SchedulerService_UpdateEval_FullMethodName:            true,
 	droverv1.SchedulerService_CreateEval_FullMethodName:            true,
 	droverv1.SchedulerService_ReblockEval_FullMethodName:           true,
+	droverv1.ACLService_Bootstrap_FullMethodName:                   true,
+	droverv1.ACLService_ApplyPolicy_FullMethodName:                 true,
+	droverv1.ACLService_DeletePolicy_FullMethodName:                true,
+	droverv1.ACLService_CreateToken_FullMethodName:                 true,
+	droverv1.ACLService_UpdateToken_FullMethodName:                 true,
+	droverv1.ACLService_DeleteToken_FullMethodName:                 true,
 }
 
 // queryRequest is a read whose caller chooses between a stale local answer
@@ -283,6 +289,11 @@ func (f *forwarder) forward(ctx context.Context, addr, method string, req any, h
 		return nil, unavailable(err.Error())
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, hopsKey, strconv.Itoa(hops))
+	// The leader checks the caller's token again: forwarding must not
+	// turn a call into the forwarding server's.
+	if secret := tokenSecret(ctx); secret != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, TokenMetadataKey, secret)
+	}
 	if d, ok := ctx.Deadline(); ok {
 		ctx = metadata.AppendToOutgoingContext(ctx, deadlineKey, strconv.FormatInt(d.UnixNano(), 10))
 	}

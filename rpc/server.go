@@ -59,6 +59,16 @@ type Config struct {
 	// PERMISSION_DENIED. Nil lets every caller through.
 	RequireServerIdentity func(ctx context.Context) error
 
+	// ACLEnabled turns access control on: every operator call then needs
+	// a token granting what accessRules say.
+	ACLEnabled bool
+	// ACLBootstrapResetFile is where an operator writes the reset index to
+	// bootstrap ACLs again (read on the leader).
+	ACLBootstrapResetFile string
+	// Audit, if set, records every write call and every refused call; a
+	// write is answered only once its line is written.
+	Audit AuditLog
+
 	// Halted, if set, says why this server stopped applying the raft log
 	// (nil while it applies it). A halted server reports NOT_SERVING and
 	// refuses the calls of the data services with FAILED_PRECONDITION
@@ -83,6 +93,7 @@ var serviceNames = []string{
 	droverv1.EventService_ServiceDesc.ServiceName,
 	droverv1.OperatorService_ServiceDesc.ServiceName,
 	droverv1.SchedulerService_ServiceDesc.ServiceName,
+	droverv1.ACLService_ServiceDesc.ServiceName,
 }
 
 // Server is the gRPC server of one drover server: the drover services,
@@ -144,6 +155,8 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		return status.Errorf(codes.Internal, "internal error: %v", p)
 	})
 	auth := authorizer{require: cfg.RequireServerIdentity}
+	enforce := &enforcer{resolver: newResolver(cfg.ACLEnabled, b.State, nil), state: b.State}
+	audit := auditor{log: cfg.Audit}
 	guard := haltGuard{halted: cfg.Halted}
 	portable := &portableGate{}
 	limits := cfg.Limits.withDefaults()
@@ -165,8 +178,11 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		// before the forwarder: a follower must not pass on a call the
 		// caller may not make, as the leader would see the follower's
 		// server certificate, not the caller's.
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), admit.unary, svc.unaryErrors, portable.unary, guard.unary, auth.unary, fwd.unary),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, portable.stream, guard.stream, auth.stream),
+		// The ACL enforcer, like the identity check, runs on the server
+		// the caller called, from its own state; the leader checks a
+		// forwarded call's token again. The auditor sees the outcome.
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), admit.unary, svc.unaryErrors, portable.unary, guard.unary, auth.unary, audit.unary, enforce.unary, fwd.unary),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, portable.stream, guard.stream, auth.stream, audit.stream, enforce.stream),
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, grpc.Creds(cfg.Credentials))
@@ -181,6 +197,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	droverv1.RegisterClusterServiceServer(gs, &clusterService{services: svc})
 	droverv1.RegisterOperatorServiceServer(gs, &operatorService{services: svc})
 	droverv1.RegisterSchedulerServiceServer(gs, &schedulerService{services: svc})
+	droverv1.RegisterACLServiceServer(gs, &aclService{services: svc, enabled: cfg.ACLEnabled, resetFile: cfg.ACLBootstrapResetFile})
 
 	hs := health.NewServer()
 	for _, name := range serviceNames {

@@ -132,6 +132,12 @@ type Config struct {
 	// tlsconfig.ServerName). Unset, everything is plaintext and unchecked:
 	// for development and trusted networks only.
 	TLS tlsconfig.Config
+	// ACLEnabled turns access control on: operator calls then need a
+	// token (docs/security.md). Every server of a cluster must agree.
+	ACLEnabled bool
+	// AuditLog, if set, is the file the audit trail is appended to: one
+	// JSON line per write call and per refused call.
+	AuditLog string
 }
 
 // SchedulerConfig tunes scheduling.

@@ -30,6 +30,11 @@ func (g *garbageCollector) duty() LeaderDuty {
 
 // round runs one periodic collection.
 func (g *garbageCollector) round(ctx context.Context) {
+	if n, err := g.collectExpiredTokens(ctx); err != nil && ctx.Err() == nil {
+		g.s.logger.Warn("collecting expired ACL tokens failed", "err", err)
+	} else if n > 0 {
+		g.s.logger.Info("expired ACL tokens deleted", "tokens", n)
+	}
 	res, err := g.collect(ctx, g.s.cfg.GC.Thresholds)
 	switch {
 	case err != nil && ctx.Err() == nil:

@@ -20,6 +20,7 @@ import (
 	"github.com/droverhq/drover/fsm"
 	"github.com/droverhq/drover/fsm/events"
 	"github.com/droverhq/drover/fsm/state"
+	"github.com/droverhq/drover/internal/audit"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/server/autopilot"
@@ -33,6 +34,9 @@ type Server struct {
 	logger  *slog.Logger
 	id      string
 	dataDir string
+
+	// audit is the audit trail, nil without -audit-log.
+	audit *audit.Log
 
 	state    *state.StateStore
 	events   *events.Broker
@@ -188,6 +192,10 @@ func New(cfg Config) (s *Server, err error) {
 	}
 	workerConn := s.workers.conn
 	cleanups = append(cleanups, func() { _ = workerConn.Close() })
+	if err := s.openAuditLog(); err != nil {
+		return nil, err
+	}
+	cleanups = append(cleanups, s.closeAuditLog)
 	schedulingRPC := &schedulingService{sc: s.sched, workers: s.workers}
 	s.rpc = rpc.NewServer(s, s, rpc.Config{
 		Logger:                   s.logger.With("component", "rpc"),
@@ -201,6 +209,9 @@ func New(cfg Config) (s *Server, err error) {
 		PeerCredentials:          s.security.dial,
 		RequireServerIdentity:    s.security.requireServer,
 		Halted:                   s.HaltReason,
+		ACLEnabled:               cfg.ACLEnabled,
+		ACLBootstrapResetFile:    s.aclResetFile(),
+		Audit:                    s.auditLog(),
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
@@ -269,6 +280,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		s.events.Close()
+		s.closeAuditLog()
 		s.peers.close()
 		s.wg.Wait()
 		if s.cfg.Dev {

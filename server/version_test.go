@@ -17,6 +17,7 @@ import (
 	"github.com/droverhq/drover/fsm/state"
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/testserver"
+	"github.com/droverhq/drover/internal/version"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 	"github.com/droverhq/drover/server"
@@ -132,7 +133,7 @@ func TestHaltOnUnknownEntry(t *testing.T) {
 			t.Fatalf("%s did not halt", s.ID())
 		}
 		reason := s.HaltReason()
-		for _, part := range []string{"index " + strconv.FormatUint(haltIndex, 10), "MessageType(100)", "release 0.2.0-dev", "upgrade this server"} {
+		for _, part := range []string{"index " + strconv.FormatUint(haltIndex, 10), "MessageType(100)", "release " + version.Version, "upgrade this server"} {
 			if !strings.Contains(reason.Error(), part) {
 				t.Errorf("%s: halt reason %q lacks %q", s.ID(), reason, part)
 			}

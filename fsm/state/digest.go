@@ -28,17 +28,20 @@ func (s *Snapshot) Digest() (map[string]string, error) {
 	}
 	var err error
 	digests := map[string]string{
-		TableNodes:       digestOf(&err, TableNodes, s.Nodes()),
-		TableJobs:        digestOf(&err, TableJobs, s.Jobs()),
-		TableJobVersions: digestOf(&err, TableJobVersions, s.AllJobVersions()),
-		TableAllocs:      digestOf(&err, TableAllocs, s.Allocs()),
-		TableEvals:       digestOf(&err, TableEvals, s.Evals()),
-		TableServers:     digestOf(&err, TableServers, s.Servers()),
-		TableDeployments: digestOf(&err, TableDeployments, s.Deployments()),
-		TableJobRequests: digestOf(&err, TableJobRequests, s.JobRequestResults()),
-		TableClusterMeta: digestOf(&err, TableClusterMeta, all[*droverv1.ClusterMetadata](s, TableClusterMeta, indexID)),
-		tableIPBlocks:    digestOf(&err, tableIPBlocks, s.IPBlockReleases()),
-		TableIndex:       hex.EncodeToString(indexes.Sum(nil)),
+		TableNodes:        digestOf(&err, TableNodes, s.Nodes()),
+		TableJobs:         digestOf(&err, TableJobs, s.Jobs()),
+		TableJobVersions:  digestOf(&err, TableJobVersions, s.AllJobVersions()),
+		TableAllocs:       digestOf(&err, TableAllocs, s.Allocs()),
+		TableEvals:        digestOf(&err, TableEvals, s.Evals()),
+		TableServers:      digestOf(&err, TableServers, s.Servers()),
+		TableDeployments:  digestOf(&err, TableDeployments, s.Deployments()),
+		TableJobRequests:  digestOf(&err, TableJobRequests, s.JobRequestResults()),
+		TableClusterMeta:  digestOf(&err, TableClusterMeta, all[*droverv1.ClusterMetadata](s, TableClusterMeta, indexID)),
+		tableIPBlocks:     digestOf(&err, tableIPBlocks, s.IPBlockReleases()),
+		TableACLPolicies:  digestOf(&err, TableACLPolicies, s.ACLPolicies()),
+		TableACLTokens:    digestOf(&err, TableACLTokens, s.ACLTokens()),
+		TableACLBootstrap: digestOf(&err, TableACLBootstrap, all[*droverv1.ACLBootstrapState](s, TableACLBootstrap, indexID)),
+		TableIndex:        hex.EncodeToString(indexes.Sum(nil)),
 	}
 	if err != nil {
 		return nil, fmt.Errorf("state digest at index %d: %w", s.Index(), err)

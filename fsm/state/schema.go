@@ -20,6 +20,11 @@ const (
 	TableJobRequests = "job_requests"
 	// TableDeployments holds the rollouts of job versions.
 	TableDeployments = "deployments"
+	// TableACLPolicies, TableACLTokens and TableACLBootstrap (at most one
+	// row) hold access control.
+	TableACLPolicies  = "acl_policies"
+	TableACLTokens    = "acl_tokens"
+	TableACLBootstrap = "acl_bootstrap"
 	// TableClusterMeta holds at most one row: the cluster's metadata.
 	TableClusterMeta = "cluster_meta"
 	TableIndex       = "index"
@@ -45,6 +50,8 @@ const (
 	indexType      = "type"
 	indexDraining  = "draining"
 	indexReleased  = "released"
+	// indexSecret finds a token by the SHA-256 of its secret.
+	indexSecret = "secret"
 )
 
 // jobVersion wraps a job stored as one of its versions. The wrapper keeps
@@ -130,6 +137,25 @@ func schema() *memdb.DBSchema {
 			Name: TableClusterMeta,
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.ClusterMetadata]{get: clusterMetaKey}},
+			},
+		},
+		TableACLPolicies: {
+			Name: TableACLPolicies,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.ACLPolicy]{get: (*droverv1.ACLPolicy).GetName}},
+			},
+		},
+		TableACLTokens: {
+			Name: TableACLTokens,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID:     {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.ACLToken]{get: (*droverv1.ACLToken).GetAccessorId}},
+				indexSecret: {Name: indexSecret, Unique: true, Indexer: stringIndex[*droverv1.ACLToken]{get: secretHashKey}},
+			},
+		},
+		TableACLBootstrap: {
+			Name: TableACLBootstrap,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*droverv1.ACLBootstrapState]{get: aclBootstrapKey}},
 			},
 		},
 		TableIndex: {

@@ -15,7 +15,7 @@ import (
 // gates new raft entry kinds on it, so it must always parse. A release build
 // may override it with
 // -ldflags "-X github.com/droverhq/drover/internal/version.Version=...".
-var Version = "0.2.0-dev"
+var Version = "0.3.0-dev"
 
 // String describes the build: version, commit and Go version.
 func String() string {

@@ -67,6 +67,7 @@ type options struct {
 	bin        string
 	serverBins map[int]string
 	tls        bool
+	acl        bool
 	netns      bool
 	// tmpfs are the sizes of tmpfs data dirs by server number; 0 is every
 	// server (TmpfsDataDir).
@@ -148,6 +149,7 @@ type Cluster struct {
 	opts options
 
 	certs *testcerts.Set // with TLS
+	token harnessToken   // with ACL
 
 	net *network // with Netns
 
@@ -180,6 +182,9 @@ func New(t testing.TB, bin string, n int, opts ...Option) *Cluster {
 	}
 	if c.opts.tls {
 		c.setupTLS()
+	}
+	if c.opts.acl {
+		c.setupACL()
 	}
 	if c.opts.mode != modeBootstrapExpect && n != 1 {
 		t.Fatalf("cluster.New: -bootstrap and -dev start single servers, not %d", n)

@@ -37,6 +37,9 @@ const (
 	// scheduler creates deployments only once every server knows it.
 	MessageTypeDeploymentStatus  MessageType = 17
 	MessageTypeDeploymentPromote MessageType = 18 // DeploymentPromoteEntry
+	MessageTypeACLBootstrap      MessageType = 19 // ACLBootstrapEntry
+	MessageTypeACLPolicy         MessageType = 20 // ACLPolicyEntry
+	MessageTypeACLToken          MessageType = 21 // ACLTokenEntry
 
 	// MessageTypeClusterMetadata is a ClusterMetadataEntry. Ignorable: a
 	// server that does not know it loses nothing but the cluster id.
@@ -85,6 +88,9 @@ var entryTypes = [256]EntryType{
 	MessageTypeJobRegisterChecked: {MessageTypeJobRegisterChecked, "JobRegisterChecked", "0.2.0"},
 	MessageTypeDeploymentStatus:   {MessageTypeDeploymentStatus, "DeploymentStatus", "0.2.0"},
 	MessageTypeDeploymentPromote:  {MessageTypeDeploymentPromote, "DeploymentPromote", "0.2.0"},
+	MessageTypeACLBootstrap:       {MessageTypeACLBootstrap, "ACLBootstrap", "0.3.0"},
+	MessageTypeACLPolicy:          {MessageTypeACLPolicy, "ACLPolicy", "0.3.0"},
+	MessageTypeACLToken:           {MessageTypeACLToken, "ACLToken", "0.3.0"},
 }
 
 // EntryTypes lists every entry type in type order.

@@ -1327,11 +1327,177 @@ func (x *ClusterMetadataEntry) GetMetadata() *ClusterMetadata {
 	return nil
 }
 
+// ACLBootstrapEntry creates the first management token (message type 19,
+// introduced in 0.3.0). It is applied only while the stored bootstrap index
+// equals reset_index (0: never bootstrapped), so two racing bootstraps
+// create one token. A reset bootstrap deletes the previous bootstrap token.
+type ACLBootstrapEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *ACLToken              `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	ResetIndex    uint64                 `protobuf:"varint,2,opt,name=reset_index,json=resetIndex,proto3" json:"reset_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACLBootstrapEntry) Reset() {
+	*x = ACLBootstrapEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACLBootstrapEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACLBootstrapEntry) ProtoMessage() {}
+
+func (x *ACLBootstrapEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACLBootstrapEntry.ProtoReflect.Descriptor instead.
+func (*ACLBootstrapEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ACLBootstrapEntry) GetToken() *ACLToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *ACLBootstrapEntry) GetResetIndex() uint64 {
+	if x != nil {
+		return x.ResetIndex
+	}
+	return 0
+}
+
+// ACLPolicyEntry creates or replaces policies and deletes others (message
+// type 20, introduced in 0.3.0).
+type ACLPolicyEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Upserts       []*ACLPolicy           `protobuf:"bytes,1,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	Deletes       []string               `protobuf:"bytes,2,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACLPolicyEntry) Reset() {
+	*x = ACLPolicyEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACLPolicyEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACLPolicyEntry) ProtoMessage() {}
+
+func (x *ACLPolicyEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACLPolicyEntry.ProtoReflect.Descriptor instead.
+func (*ACLPolicyEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ACLPolicyEntry) GetUpserts() []*ACLPolicy {
+	if x != nil {
+		return x.Upserts
+	}
+	return nil
+}
+
+func (x *ACLPolicyEntry) GetDeletes() []string {
+	if x != nil {
+		return x.Deletes
+	}
+	return nil
+}
+
+// ACLTokenEntry creates or updates tokens and deletes others (message type
+// 21, introduced in 0.3.0). An update keeps the token's secret hash, type,
+// creation and expiry.
+type ACLTokenEntry struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Upserts []*ACLToken            `protobuf:"bytes,1,rep,name=upserts,proto3" json:"upserts,omitempty"`
+	// Accessor ids.
+	Deletes       []string `protobuf:"bytes,2,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACLTokenEntry) Reset() {
+	*x = ACLTokenEntry{}
+	mi := &file_drover_v1_raft_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACLTokenEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACLTokenEntry) ProtoMessage() {}
+
+func (x *ACLTokenEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_raft_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACLTokenEntry.ProtoReflect.Descriptor instead.
+func (*ACLTokenEntry) Descriptor() ([]byte, []int) {
+	return file_drover_v1_raft_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ACLTokenEntry) GetUpserts() []*ACLToken {
+	if x != nil {
+		return x.Upserts
+	}
+	return nil
+}
+
+func (x *ACLTokenEntry) GetDeletes() []string {
+	if x != nil {
+		return x.Deletes
+	}
+	return nil
+}
+
 var File_drover_v1_raft_proto protoreflect.FileDescriptor
 
 const file_drover_v1_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x14drover/v1/raft.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\x1a\x14drover/v1/plan.proto\x1a\x16drover/v1/server.proto\"_\n" +
+	"\x14drover/v1/raft.proto\x12\tdrover.v1\x1a\x13drover/v1/acl.proto\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\x1a\x1adrover/v1/evaluation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\x1a\x14drover/v1/plan.proto\x1a\x16drover/v1/server.proto\"_\n" +
 	"\x11NodeRegisterEntry\x12%\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x0f.drover.v1.NodeR\x05nodes\x12#\n" +
 	"\rregistered_at\x18\x02 \x01(\x03R\fregisteredAt\"\xb4\x02\n" +
@@ -1432,7 +1598,17 @@ const file_drover_v1_raft_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x122\n" +
 	"\x05value\x18\x02 \x01(\v2\x1c.drover.v1.DesiredTransitionR\x05value:\x028\x01\"N\n" +
 	"\x14ClusterMetadataEntry\x126\n" +
-	"\bmetadata\x18\x01 \x01(\v2\x1a.drover.v1.ClusterMetadataR\bmetadataB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\bmetadata\x18\x01 \x01(\v2\x1a.drover.v1.ClusterMetadataR\bmetadata\"_\n" +
+	"\x11ACLBootstrapEntry\x12)\n" +
+	"\x05token\x18\x01 \x01(\v2\x13.drover.v1.ACLTokenR\x05token\x12\x1f\n" +
+	"\vreset_index\x18\x02 \x01(\x04R\n" +
+	"resetIndex\"Z\n" +
+	"\x0eACLPolicyEntry\x12.\n" +
+	"\aupserts\x18\x01 \x03(\v2\x14.drover.v1.ACLPolicyR\aupserts\x12\x18\n" +
+	"\adeletes\x18\x02 \x03(\tR\adeletes\"X\n" +
+	"\rACLTokenEntry\x12-\n" +
+	"\aupserts\x18\x01 \x03(\v2\x13.drover.v1.ACLTokenR\aupserts\x12\x18\n" +
+	"\adeletes\x18\x02 \x03(\tR\adeletesB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_raft_proto_rawDescOnce sync.Once
@@ -1446,7 +1622,7 @@ func file_drover_v1_raft_proto_rawDescGZIP() []byte {
 	return file_drover_v1_raft_proto_rawDescData
 }
 
-var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_drover_v1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_drover_v1_raft_proto_goTypes = []any{
 	(*NodeRegisterEntry)(nil),           // 0: drover.v1.NodeRegisterEntry
 	(*NodeStatusEntry)(nil),             // 1: drover.v1.NodeStatusEntry
@@ -1467,62 +1643,70 @@ var file_drover_v1_raft_proto_goTypes = []any{
 	(*NodeStatusBatchEntry)(nil),        // 16: drover.v1.NodeStatusBatchEntry
 	(*AllocDesiredTransitionEntry)(nil), // 17: drover.v1.AllocDesiredTransitionEntry
 	(*ClusterMetadataEntry)(nil),        // 18: drover.v1.ClusterMetadataEntry
-	nil,                                 // 19: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
-	(*Node)(nil),                        // 20: drover.v1.Node
-	(NodeStatus)(0),                     // 21: drover.v1.NodeStatus
-	(*NodeEvent)(nil),                   // 22: drover.v1.NodeEvent
-	(*Evaluation)(nil),                  // 23: drover.v1.Evaluation
-	(*AllocClientUpdate)(nil),           // 24: drover.v1.AllocClientUpdate
-	(*Job)(nil),                         // 25: drover.v1.Job
-	(*Allocation)(nil),                  // 26: drover.v1.Allocation
-	(*AllocStop)(nil),                   // 27: drover.v1.AllocStop
-	(*Deployment)(nil),                  // 28: drover.v1.Deployment
-	(*DeploymentStatusUpdate)(nil),      // 29: drover.v1.DeploymentStatusUpdate
-	(*ServerMember)(nil),                // 30: drover.v1.ServerMember
-	(SchedulingEligibility)(0),          // 31: drover.v1.SchedulingEligibility
-	(*DrainStrategy)(nil),               // 32: drover.v1.DrainStrategy
-	(*ClusterMetadata)(nil),             // 33: drover.v1.ClusterMetadata
-	(*DesiredTransition)(nil),           // 34: drover.v1.DesiredTransition
+	(*ACLBootstrapEntry)(nil),           // 19: drover.v1.ACLBootstrapEntry
+	(*ACLPolicyEntry)(nil),              // 20: drover.v1.ACLPolicyEntry
+	(*ACLTokenEntry)(nil),               // 21: drover.v1.ACLTokenEntry
+	nil,                                 // 22: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
+	(*Node)(nil),                        // 23: drover.v1.Node
+	(NodeStatus)(0),                     // 24: drover.v1.NodeStatus
+	(*NodeEvent)(nil),                   // 25: drover.v1.NodeEvent
+	(*Evaluation)(nil),                  // 26: drover.v1.Evaluation
+	(*AllocClientUpdate)(nil),           // 27: drover.v1.AllocClientUpdate
+	(*Job)(nil),                         // 28: drover.v1.Job
+	(*Allocation)(nil),                  // 29: drover.v1.Allocation
+	(*AllocStop)(nil),                   // 30: drover.v1.AllocStop
+	(*Deployment)(nil),                  // 31: drover.v1.Deployment
+	(*DeploymentStatusUpdate)(nil),      // 32: drover.v1.DeploymentStatusUpdate
+	(*ServerMember)(nil),                // 33: drover.v1.ServerMember
+	(SchedulingEligibility)(0),          // 34: drover.v1.SchedulingEligibility
+	(*DrainStrategy)(nil),               // 35: drover.v1.DrainStrategy
+	(*ClusterMetadata)(nil),             // 36: drover.v1.ClusterMetadata
+	(*ACLToken)(nil),                    // 37: drover.v1.ACLToken
+	(*ACLPolicy)(nil),                   // 38: drover.v1.ACLPolicy
+	(*DesiredTransition)(nil),           // 39: drover.v1.DesiredTransition
 }
 var file_drover_v1_raft_proto_depIdxs = []int32{
-	20, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
-	21, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
-	22, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
-	23, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
+	23, // 0: drover.v1.NodeRegisterEntry.nodes:type_name -> drover.v1.Node
+	24, // 1: drover.v1.NodeStatusEntry.status:type_name -> drover.v1.NodeStatus
+	25, // 2: drover.v1.NodeStatusEntry.event:type_name -> drover.v1.NodeEvent
+	26, // 3: drover.v1.NodeStatusEntry.evals:type_name -> drover.v1.Evaluation
 	3,  // 4: drover.v1.AllocClientUpdateEntry.nodes:type_name -> drover.v1.NodeAllocUpdates
-	24, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
-	23, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
-	25, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
-	23, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
-	23, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
-	23, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
-	26, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
-	27, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
-	23, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
-	28, // 14: drover.v1.PlanResultEntry.deployment:type_name -> drover.v1.Deployment
-	29, // 15: drover.v1.PlanResultEntry.deployment_updates:type_name -> drover.v1.DeploymentStatusUpdate
-	29, // 16: drover.v1.DeploymentStatusUpdateEntry.updates:type_name -> drover.v1.DeploymentStatusUpdate
-	23, // 17: drover.v1.DeploymentStatusUpdateEntry.evals:type_name -> drover.v1.Evaluation
+	27, // 5: drover.v1.NodeAllocUpdates.allocs:type_name -> drover.v1.AllocClientUpdate
+	26, // 6: drover.v1.NodeAllocUpdates.evals:type_name -> drover.v1.Evaluation
+	28, // 7: drover.v1.JobRegisterEntry.job:type_name -> drover.v1.Job
+	26, // 8: drover.v1.JobRegisterEntry.eval:type_name -> drover.v1.Evaluation
+	26, // 9: drover.v1.JobDeregisterEntry.eval:type_name -> drover.v1.Evaluation
+	26, // 10: drover.v1.EvalUpdateEntry.evals:type_name -> drover.v1.Evaluation
+	29, // 11: drover.v1.PlanResultEntry.allocations:type_name -> drover.v1.Allocation
+	30, // 12: drover.v1.PlanResultEntry.stops:type_name -> drover.v1.AllocStop
+	26, // 13: drover.v1.PlanResultEntry.evals:type_name -> drover.v1.Evaluation
+	31, // 14: drover.v1.PlanResultEntry.deployment:type_name -> drover.v1.Deployment
+	32, // 15: drover.v1.PlanResultEntry.deployment_updates:type_name -> drover.v1.DeploymentStatusUpdate
+	32, // 16: drover.v1.DeploymentStatusUpdateEntry.updates:type_name -> drover.v1.DeploymentStatusUpdate
+	26, // 17: drover.v1.DeploymentStatusUpdateEntry.evals:type_name -> drover.v1.Evaluation
 	4,  // 18: drover.v1.DeploymentStatusUpdateEntry.revert:type_name -> drover.v1.JobRegisterEntry
-	23, // 19: drover.v1.DeploymentPromoteEntry.eval:type_name -> drover.v1.Evaluation
-	30, // 20: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
-	31, // 21: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
-	22, // 22: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
-	23, // 23: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
-	32, // 24: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
-	22, // 25: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
-	23, // 26: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
+	26, // 19: drover.v1.DeploymentPromoteEntry.eval:type_name -> drover.v1.Evaluation
+	33, // 20: drover.v1.ServerUpsertEntry.server:type_name -> drover.v1.ServerMember
+	34, // 21: drover.v1.NodeEligibilityEntry.eligibility:type_name -> drover.v1.SchedulingEligibility
+	25, // 22: drover.v1.NodeEligibilityEntry.event:type_name -> drover.v1.NodeEvent
+	26, // 23: drover.v1.NodeEligibilityEntry.evals:type_name -> drover.v1.Evaluation
+	35, // 24: drover.v1.NodeDrainEntry.drain_strategy:type_name -> drover.v1.DrainStrategy
+	25, // 25: drover.v1.NodeDrainEntry.event:type_name -> drover.v1.NodeEvent
+	26, // 26: drover.v1.NodeDrainEntry.evals:type_name -> drover.v1.Evaluation
 	15, // 27: drover.v1.GCEntry.job_versions:type_name -> drover.v1.JobVersionRef
 	1,  // 28: drover.v1.NodeStatusBatchEntry.updates:type_name -> drover.v1.NodeStatusEntry
-	19, // 29: drover.v1.AllocDesiredTransitionEntry.transitions:type_name -> drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
-	23, // 30: drover.v1.AllocDesiredTransitionEntry.evals:type_name -> drover.v1.Evaluation
-	33, // 31: drover.v1.ClusterMetadataEntry.metadata:type_name -> drover.v1.ClusterMetadata
-	34, // 32: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry.value:type_name -> drover.v1.DesiredTransition
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	22, // 29: drover.v1.AllocDesiredTransitionEntry.transitions:type_name -> drover.v1.AllocDesiredTransitionEntry.TransitionsEntry
+	26, // 30: drover.v1.AllocDesiredTransitionEntry.evals:type_name -> drover.v1.Evaluation
+	36, // 31: drover.v1.ClusterMetadataEntry.metadata:type_name -> drover.v1.ClusterMetadata
+	37, // 32: drover.v1.ACLBootstrapEntry.token:type_name -> drover.v1.ACLToken
+	38, // 33: drover.v1.ACLPolicyEntry.upserts:type_name -> drover.v1.ACLPolicy
+	37, // 34: drover.v1.ACLTokenEntry.upserts:type_name -> drover.v1.ACLToken
+	39, // 35: drover.v1.AllocDesiredTransitionEntry.TransitionsEntry.value:type_name -> drover.v1.DesiredTransition
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_raft_proto_init() }
@@ -1530,6 +1714,7 @@ func file_drover_v1_raft_proto_init() {
 	if File_drover_v1_raft_proto != nil {
 		return
 	}
+	file_drover_v1_acl_proto_init()
 	file_drover_v1_allocation_proto_init()
 	file_drover_v1_deployment_proto_init()
 	file_drover_v1_evaluation_proto_init()
@@ -1544,7 +1729,7 @@ func file_drover_v1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_raft_proto_rawDesc), len(file_drover_v1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/droverhq/drover/internal/simagent"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/rpc"
 )
 
 // agentOptions are the flags of `drover agent`.
@@ -176,6 +177,7 @@ func tlsFileFlags(fs *flag.FlagSet, o *clientOptions) {
 	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the cluster CA: connect over TLS and verify the server (default: $"+caFileEnv+")")
 	fs.StringVar(&o.certFile, "cert-file", "", "PEM file of the client certificate presented to the server (default: $"+certFileEnv+")")
 	fs.StringVar(&o.keyFile, "key-file", "", "PEM file of the private key of -cert-file (default: $"+keyFileEnv+")")
+	fs.StringVar(&o.token, "token", "", "secret of the ACL token to call with (default: $"+tokenEnv+")")
 }
 
 // tlsDialOptions are the TLS credentials of the -ca-file, -cert-file and
@@ -183,14 +185,18 @@ func tlsFileFlags(fs *flag.FlagSet, o *clientOptions) {
 // their own options (rpc.ClientDialOptions, plaintext), so the codec and
 // message-size limits stay those of every drover client.
 func tlsDialOptions(o *clientOptions) ([]grpc.DialOption, error) {
+	var opts []grpc.DialOption
+	if secret := o.secret(); secret != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(rpc.TokenCredentials(secret)))
+	}
 	if !o.tls().Enabled() {
-		return nil, nil
+		return opts, nil
 	}
 	creds, err := o.credentials()
 	if err != nil {
 		return nil, err
 	}
-	return []grpc.DialOption{grpc.WithTransportCredentials(creds)}, nil
+	return append(opts, grpc.WithTransportCredentials(creds)), nil
 }
 
 // template is the node template of -node-file or of the flags.

@@ -42,6 +42,9 @@ const (
 	caFileEnv   = "DROVER_CACERT"
 	certFileEnv = "DROVER_CLIENT_CERT"
 	keyFileEnv  = "DROVER_CLIENT_KEY"
+	// tokenEnv names the environment variable read when -token is not
+	// given.
+	tokenEnv = "DROVER_TOKEN"
 )
 
 // clientOptions are the flags every client command shares.
@@ -52,6 +55,7 @@ type clientOptions struct {
 	caFile   string
 	certFile string
 	keyFile  string
+	token    string
 }
 
 // clientFlags defines the shared client flags on fs. withJSON adds -json,
@@ -96,6 +100,14 @@ func (o *clientOptions) tls() tlsconfig.Config {
 	}
 }
 
+// secret is the ACL token secret: -token, else $DROVER_TOKEN, else none.
+func (o *clientOptions) secret() string {
+	if o.token != "" {
+		return o.token
+	}
+	return strings.TrimSpace(os.Getenv(tokenEnv))
+}
+
 // credentials are the transport credentials of o: TLS once any TLS file is
 // set (incomplete settings are an error), else plaintext.
 func (o *clientOptions) credentials() (credentials.TransportCredentials, error) {
@@ -106,16 +118,19 @@ func (o *clientOptions) credentials() (credentials.TransportCredentials, error) 
 	return cfg.ClientCredentials()
 }
 
-// dial connects to a drover server for an operator command. agent and
-// bench connect through simagent and loadgen instead, with the credentials
-// of tlsDialOptions: the operator token (DROVER_TOKEN) will have to be
-// added in both places.
+// dial connects to a drover server for an operator command, sending the
+// ACL token with every call. agent and bench connect through simagent and
+// loadgen instead, with the credentials of tlsDialOptions.
 func (o *clientOptions) dial(addr string) (*grpc.ClientConn, error) {
 	creds, err := o.credentials()
 	if err != nil {
 		return nil, err
 	}
-	return grpc.NewClient(addr, rpc.ClientDialOptions(creds)...)
+	opts := rpc.ClientDialOptions(creds)
+	if secret := o.secret(); secret != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(rpc.TokenCredentials(secret)))
+	}
+	return grpc.NewClient(addr, opts...)
 }
 
 // callOperator connects to the server o names, makes one OperatorService

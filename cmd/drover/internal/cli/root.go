@@ -24,6 +24,7 @@ func Root(stdout, stderr io.Writer) *ffcli.Command {
 			jobCommand(os.Stdin, stdout, stderr),
 			evalCommand(stdout, stderr),
 			deploymentCommand(stdout, stderr),
+			aclCommand(stdout, stderr),
 			nodeCommand(stdout, stderr),
 			operatorCommand(stdout, stderr),
 			systemCommand(stdout, stderr),

@@ -110,6 +110,8 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs.StringVar(&cfg.TLS.CAFile, "tls-ca-file", "", "PEM file of the cluster CA; with -tls-cert-file and -tls-key-file, all traffic uses mutual TLS")
 	fs.StringVar(&cfg.TLS.CertFile, "tls-cert-file", "", "PEM file of this server's certificate (DNS SAN "+tlsconfig.ServerName+")")
 	fs.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "PEM file of the private key of -tls-cert-file")
+	fs.BoolVar(&cfg.ACLEnabled, "acl-enabled", false, "enforce access control: operator calls need a token (set on every server; docs/security.md)")
+	fs.StringVar(&cfg.AuditLog, "audit-log", "", "append one JSON line per write call and per refused call to this file (reopened on SIGHUP)")
 	fs.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text or json")
 	return fs, opts
