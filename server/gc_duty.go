@@ -52,6 +52,9 @@ func (g *garbageCollector) GarbageCollect(ctx context.Context) (*droverv1.Garbag
 	if !g.s.leading() {
 		return nil, fmt.Errorf("garbage collection runs on the leader, and this server does not lead: %w", rpc.ErrUnavailable)
 	}
+	if _, err := g.collectExpiredTokens(ctx); err != nil {
+		return nil, err
+	}
 	return g.collect(ctx, gc.Force())
 }
 
