@@ -87,7 +87,7 @@ var accessRules = map[string]rule{
 	droverv1.NodeService_UpdateAlloc_FullMethodName:  nodeWrite(),
 	droverv1.NodeService_GetAllocs_FullMethodName:    nodeCall(),
 	// Nodes, for operators.
-	droverv1.NodeService_Get_FullMethodName:               read(acl.ResourceNode),
+	droverv1.NodeService_Get_FullMethodName:               read(acl.ResourceNode).filtered(filterNodeAllocs),
 	droverv1.NodeService_List_FullMethodName:              read(acl.ResourceNode),
 	droverv1.NodeService_UpdateEligibility_FullMethodName: write(acl.ResourceNode),
 	droverv1.NodeService_UpdateDrain_FullMethodName:       write(acl.ResourceNode),
@@ -216,6 +216,16 @@ func filterDeployments(a *acl.ACL, resp any) error {
 func filterAllocs(a *acl.ACL, resp any) error {
 	r := resp.(*droverv1.ListAllocationsResponse)
 	r.Allocations = keep(r.Allocations, func(al *droverv1.Allocation) bool {
+		return a.AllowJob(acl.ResourceAllocation, al.GetJobId(), acl.AccessRead)
+	})
+	return nil
+}
+
+// filterNodeAllocs keeps, of a node's allocations, those of jobs whose
+// allocations the ACL may read.
+func filterNodeAllocs(a *acl.ACL, resp any) error {
+	r := resp.(*droverv1.GetNodeResponse)
+	r.Allocs = keep(r.Allocs, func(al *droverv1.Allocation) bool {
 		return a.AllowJob(acl.ResourceAllocation, al.GetJobId(), acl.AccessRead)
 	})
 	return nil

@@ -208,3 +208,80 @@ func TestAuditLog(t *testing.T) {
 		t.Errorf("the refused deregister's audit line %+v", refused)
 	}
 }
+
+// TestACLFilters: a token that reads only the web-* jobs sees only their
+// allocations and evaluations, in lists, in a node's allocations and by id.
+func TestACLFilters(t *testing.T) {
+	e := newACLEnv(t)
+	mgmt := as(e.ctx(), e.bootstrap())
+	n := e.register()
+	var web, db *droverv1.Job
+	for _, id := range []string{"db-1", "web-1"} {
+		j := mock.Job(1)
+		j.Id = id
+		if _, err := e.jobs.Register(mgmt, &droverv1.RegisterJobRequest{Job: j}); err != nil {
+			t.Fatal(err)
+		}
+		stored := e.srv.State().Snapshot().JobByID(id)
+		if id == "web-1" {
+			web = stored
+		} else {
+			db = stored
+		}
+	}
+	webAllocs, dbAllocs := e.place(n, web, 2), e.place(n, db, 2)
+	if _, err := e.acl.ApplyPolicy(mgmt, &droverv1.ApplyACLPolicyRequest{Policy: &droverv1.ACLPolicy{Name: "web",
+		Rules: "job \"web-*\" { policy = \"read\" }\nallocation \"web-*\" { policy = \"read\" }\nnode { policy = \"read\" }"}}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := e.acl.CreateToken(mgmt, &droverv1.CreateACLTokenRequest{Type: droverv1.ACLTokenType_ACL_TOKEN_TYPE_CLIENT, Policies: []string{"web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := as(e.ctx(), tok.GetSecretId())
+	onlyWeb := func(what string, allocs []*droverv1.Allocation) {
+		t.Helper()
+		if len(allocs) != len(webAllocs) {
+			t.Errorf("%s: %d allocations, want the %d of web-1", what, len(allocs), len(webAllocs))
+		}
+		for _, a := range allocs {
+			if a.GetJobId() != web.GetId() {
+				t.Errorf("%s: allocation %s of job %s", what, a.GetId(), a.GetJobId())
+			}
+		}
+	}
+	node, err := e.nodes.Get(ctx, &droverv1.GetNodeRequest{NodeId: n.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyWeb("NodeService.Get", node.GetAllocs())
+	list, err := e.allocs.List(ctx, &droverv1.ListAllocationsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyWeb("AllocService.List", list.GetAllocations())
+	if _, err := e.allocs.Get(ctx, &droverv1.GetAllocationRequest{AllocId: dbAllocs[0].GetId()}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("AllocService.Get of a db-1 allocation: %v, want PermissionDenied", err)
+	}
+	if _, err := e.allocs.Get(ctx, &droverv1.GetAllocationRequest{AllocId: webAllocs[0].GetId()}); err != nil {
+		t.Errorf("AllocService.Get of a web-1 allocation: %v", err)
+	}
+	evals, err := e.evals.List(ctx, &droverv1.ListEvaluationsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evals.GetEvaluations()) == 0 {
+		t.Error("no evaluation of web-1 listed")
+	}
+	for _, ev := range evals.GetEvaluations() {
+		if ev.GetJobId() != web.GetId() {
+			t.Errorf("EvalService.List: evaluation of %s", ev.GetJobId())
+		}
+	}
+	if _, err := e.jobs.Allocations(ctx, &droverv1.ListJobAllocationsRequest{JobId: db.GetId()}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("JobService.Allocations of db-1: %v, want PermissionDenied", err)
+	}
+	if _, err := e.jobs.Register(ctx, &droverv1.RegisterJobRequest{Job: web}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a read-only token registering web-1: %v, want PermissionDenied", err)
+	}
+}
