@@ -23,6 +23,11 @@ func stateDiff(a, b *state.Snapshot) string {
 	diffSeq(&out, "allocs", a.Allocs(), b.Allocs(), (*droverv1.Allocation).GetId)
 	diffSeq(&out, "servers", a.Servers(), b.Servers(), (*droverv1.ServerMember).GetId)
 	diffSeq(&out, "job requests", a.JobRequestResults(), b.JobRequestResults(), (*droverv1.JobRequestResult).GetRequestId)
+	diffSeq(&out, "ACL policies", a.ACLPolicies(), b.ACLPolicies(), (*droverv1.ACLPolicy).GetName)
+	diffSeq(&out, "ACL tokens", a.ACLTokens(), b.ACLTokens(), (*droverv1.ACLToken).GetAccessorId)
+	if ab, bb := a.ACLBootstrap(), b.ACLBootstrap(); !proto.Equal(ab, bb) {
+		fmt.Fprintf(&out, "ACL bootstrap: %v != %v\n", ab, bb)
+	}
 	blockKey := func(r *droverv1.IPBlockReleases) string { return fmt.Sprintf("%x", r.GetBlock()) }
 	diffSeq(&out, "ip releases", a.IPBlockReleases(), b.IPBlockReleases(), blockKey)
 	if x, y := releaseOrder(a), releaseOrder(b); x != y {

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
@@ -69,6 +70,11 @@ func (h *harness) populate() {
 	}
 	h.mustApply(droverv1.MessageTypeNodeStatus, &droverv1.NodeStatusEntry{NodeId: nodes[0].GetId(), Status: droverv1.NodeStatus_NODE_STATUS_READY, UpdatedAt: 11})
 	h.mustApply(droverv1.MessageTypeNodeStatus, &droverv1.NodeStatusEntry{NodeId: nodes[1].GetId(), Status: droverv1.NodeStatus_NODE_STATUS_DOWN, UpdatedAt: 12})
+
+	secret := sha256.Sum256([]byte("bootstrap-secret"))
+	h.mustApply(droverv1.MessageTypeACLBootstrap, &droverv1.ACLBootstrapEntry{Token: &droverv1.ACLToken{
+		AccessorId: "8a6e0804-2bd0-4672-b79d-d97027f9071e", SecretHash: secret[:], Type: droverv1.ACLTokenType_ACL_TOKEN_TYPE_MANAGEMENT}})
+	h.mustApply(droverv1.MessageTypeACLPolicy, &droverv1.ACLPolicyEntry{Upserts: []*droverv1.ACLPolicy{{Name: "readers", Rules: `node { policy = "read" }`}}})
 
 	web := mock.Job(3)
 	h.mustApply(droverv1.MessageTypeJobRegister, &droverv1.JobRegisterEntry{Job: web.CloneVT(), Eval: mock.Eval(web, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)})
@@ -282,6 +288,9 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	rs := restored.fsm.State().Snapshot()
 	if releaseOrder(rs) == "" {
 		t.Errorf("restored state has no released address; populate releases one")
+	}
+	if rs.ACLBootstrap() == nil || rs.ACLPolicy("readers") == nil {
+		t.Errorf("restored state lacks the ACL records populate wrote")
 	}
 	if rs.ServerByID("server-a") == nil || rs.ServerByID("server-c") != nil || rs.JobRequestResult("stop-old") == nil || rs.JobRequestResult("reg-batch") == nil {
 		t.Errorf("restored state lacks the servers or job request results populate wrote")
