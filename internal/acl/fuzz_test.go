@@ -1,47 +1,58 @@
 package acl
 
 import (
-	"reflect"
 	"slices"
 	"testing"
 )
 
-// FuzzParse feeds the parser arbitrary rules text: it must never panic,
-// and what it accepts must be well formed and parse the same way again.
+// FuzzParse checks that Parse never panics, that what it accepts is well
+// formed, and that it is deterministic.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{
-		`job "web-*" { policy = "write" }`,
-		`node { policy = "read" }` + "\n" + `acl { policy = "deny" }`,
-		`{"job": {"*": {"policy": "read"}}, "event": {"policy": "read"}}`,
-		`operator { policy = "write" }`,
-		`job "a" { policy = "read" } job "a" { policy = "write" }`,
-		`{"node": [{"policy": "read"}]}`,
-		"node {\n policy = \"re${x}ad\"\n}",
-	} {
-		f.Add([]byte(s))
+	for _, tc := range parseCases {
+		f.Add([]byte(tc.hcl))
+		f.Add([]byte(tc.json))
+	}
+	for _, tc := range parseErrorCases {
+		f.Add([]byte(tc.src))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		p, err := Parse("fuzz.hcl", src)
 		if err != nil {
+			if p != nil {
+				t.Fatalf("Parse returned a policy with error %v", err)
+			}
 			return
 		}
+		if len(p.Rules) == 0 {
+			t.Fatal("Parse accepted a policy without rules")
+		}
 		for _, r := range p.Rules {
-			if !slices.Contains(Resources(), r.Resource) {
-				t.Fatalf("unknown resource %q accepted", r.Resource)
+			if r.Resource.index() < 0 {
+				t.Fatalf("rule with unknown resource %q", r.Resource)
 			}
-			switch r.Disposition {
-			case DispositionDeny, DispositionRead, DispositionWrite:
-			default:
-				t.Fatalf("unknown disposition %q accepted", r.Disposition)
+			if !r.Disposition.known() {
+				t.Fatalf("rule with unknown disposition %q", r.Disposition)
 			}
-			if r.Resource.Scoped() != (r.Glob != "") {
-				t.Fatalf("rule %v: glob on the wrong resource", r)
+			if r.Resource.Scoped() {
+				if why := checkGlob(r.Glob); why != "" {
+					t.Fatalf("rule with glob %q that %s", r.Glob, why)
+				}
+			} else if r.Glob != "" {
+				t.Fatalf("unscoped rule with glob %q", r.Glob)
 			}
 		}
 		again, err := Parse("fuzz.hcl", src)
-		if err != nil || !reflect.DeepEqual(p, again) {
-			t.Fatalf("second parse differs: %v, %v", again, err)
+		if err != nil {
+			t.Fatalf("second Parse failed: %v", err)
 		}
-		New(p).AllowJob(ResourceJob, "x", AccessRead)
+		if !slices.Equal(p.Rules, again.Rules) {
+			t.Fatalf("second Parse differs:\n%v\n%v", p.Rules, again.Rules)
+		}
+		// What parses must compile and answer without panicking.
+		a := New(p)
+		for _, r := range Resources() {
+			a.Allow(r, AccessRead)
+			a.AllowJob(r, "web", AccessWrite)
+		}
 	})
 }

@@ -1,20 +1,41 @@
 package acl
 
-import (
-	"errors"
-	"fmt"
-	"strings"
+import "strconv"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-	hcljson "github.com/hashicorp/hcl/v2/json"
-	"github.com/zclconf/go-cty/cty"
+// Access is a level of access. Levels are ordered, AccessNone < AccessRead <
+// AccessWrite, so a grant of one level covers every lower one.
+type Access int
+
+// The levels of access.
+const (
+	AccessNone Access = iota
+	AccessRead
+	AccessWrite
 )
+
+// String returns "none", "read" or "write".
+func (a Access) String() string {
+	switch a {
+	case AccessNone:
+		return "none"
+	case AccessRead:
+		return "read"
+	case AccessWrite:
+		return "write"
+	}
+	return "Access(" + strconv.Itoa(int(a)) + ")"
+}
+
+// valid reports whether a is a level a caller may ask for. AccessNone is not:
+// asking for nothing is a caller's mistake, and checks fail closed on it.
+func (a Access) valid() bool {
+	return a == AccessRead || a == AccessWrite
+}
 
 // Resource is what a rule governs.
 type Resource string
 
-// Resources of the policy language.
+// The resources. The string values are the block types of the rules text.
 const (
 	ResourceJob        Resource = "job"
 	ResourceAllocation Resource = "allocation" // allocations and evaluations
@@ -25,177 +46,86 @@ const (
 	ResourceACL        Resource = "acl"
 )
 
-// Resources lists every resource, in a fixed order.
-func Resources() []Resource {
-	return []Resource{ResourceJob, ResourceAllocation, ResourceDeployment, ResourceNode, ResourceEvent, ResourceOperator, ResourceACL}
+// numResources is the number of resources; compiled ACLs index arrays by
+// Resource.index so that a check costs no map lookup.
+const numResources = 7
+
+// index returns r's position in Resources, or -1 when r is unknown. A switch
+// rather than a map: it is on the path of every check.
+func (r Resource) index() int {
+	switch r {
+	case ResourceJob:
+		return 0
+	case ResourceAllocation:
+		return 1
+	case ResourceDeployment:
+		return 2
+	case ResourceNode:
+		return 3
+	case ResourceEvent:
+		return 4
+	case ResourceOperator:
+		return 5
+	case ResourceACL:
+		return 6
+	}
+	return -1
 }
 
-// Scoped reports whether the resource's rules carry a glob on job ids.
+// Scoped reports whether rules on r carry a job-id glob: true for jobs,
+// allocations and deployments, which all belong to a job.
 func (r Resource) Scoped() bool {
 	return r == ResourceJob || r == ResourceAllocation || r == ResourceDeployment
 }
 
-// Disposition is what a rule says.
+// Resources lists every resource, in a fixed order (scoped ones first).
+func Resources() []Resource {
+	// A fresh slice each call, so no caller can change another's view.
+	return []Resource{
+		ResourceJob, ResourceAllocation, ResourceDeployment,
+		ResourceNode, ResourceEvent, ResourceOperator, ResourceACL,
+	}
+}
+
+// Disposition is what a rule says: "deny", "read" or "write".
 type Disposition string
 
-// Dispositions of a rule.
+// The dispositions a rule may have.
 const (
 	DispositionDeny  Disposition = "deny"
 	DispositionRead  Disposition = "read"
 	DispositionWrite Disposition = "write"
 )
 
+// grant returns the access a disposition grants and whether it denies. An
+// unknown disposition (only possible in a Policy built by hand) denies, so
+// that a mistake fails closed.
+func (d Disposition) grant() (access Access, deny bool) {
+	switch d {
+	case DispositionRead:
+		return AccessRead, false
+	case DispositionWrite:
+		return AccessWrite, false
+	}
+	return AccessNone, true
+}
+
+// known reports whether d is one of the three dispositions.
+func (d Disposition) known() bool {
+	return d == DispositionDeny || d == DispositionRead || d == DispositionWrite
+}
+
 // Rule is one block of a policy.
 type Rule struct {
 	Resource Resource
-	// Glob is the job-id glob of a scoped resource, "" otherwise.
+	// Glob is the job-id glob of a scoped resource: "*" when the block had
+	// no label (New also reads "" as "*"). It is "" for unscoped resources.
 	Glob        string
 	Disposition Disposition
 }
 
 // Policy is a parsed, validated rules text.
 type Policy struct {
-	// Rules in source order.
+	// Rules are the blocks of the text, in source order.
 	Rules []Rule
-}
-
-// maxGlobLen bounds a glob, as drover bounds a job id.
-const maxGlobLen = 128
-
-// policySchema is the top level of a rules text.
-var policySchema = func() *hcl.BodySchema {
-	s := &hcl.BodySchema{}
-	for _, r := range Resources() {
-		h := hcl.BlockHeaderSchema{Type: string(r)}
-		if r.Scoped() {
-			h.LabelNames = []string{"job_glob"}
-		}
-		s.Blocks = append(s.Blocks, h)
-	}
-	return s
-}()
-
-// blockSchema is the inside of every block.
-var blockSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "policy", Required: true}}}
-
-// Parse parses and validates rules text: JSON when its first non-blank
-// character is '{', HCL otherwise. filename names the text in errors,
-// which also give the line and column.
-func Parse(filename string, src []byte) (*Policy, error) {
-	trimmed := strings.TrimSpace(string(src))
-	if trimmed == "" {
-		return nil, fmt.Errorf("%s: the policy has no rules", filename)
-	}
-	var (
-		file  *hcl.File
-		diags hcl.Diagnostics
-	)
-	if strings.HasPrefix(trimmed, "{") {
-		file, diags = hcljson.Parse(src, filename)
-	} else {
-		file, diags = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
-	}
-	if diags.HasErrors() {
-		return nil, diagError(diags)
-	}
-	content, diags := file.Body.Content(policySchema)
-	if diags.HasErrors() {
-		return nil, diagError(diags)
-	}
-	p := &Policy{}
-	seen := map[Rule]bool{}
-	for _, b := range content.Blocks {
-		r, err := parseBlock(b)
-		if err != nil {
-			return nil, err
-		}
-		key := Rule{Resource: r.Resource, Glob: r.Glob}
-		if seen[key] {
-			return nil, rangeError(b.DefRange, "duplicate %s block%s", r.Resource, labelText(r.Glob))
-		}
-		seen[key] = true
-		p.Rules = append(p.Rules, r)
-	}
-	if len(p.Rules) == 0 {
-		return nil, fmt.Errorf("%s: the policy has no rules", filename)
-	}
-	return p, nil
-}
-
-func labelText(glob string) string {
-	if glob == "" {
-		return ""
-	}
-	return fmt.Sprintf(" %q", glob)
-}
-
-// parseBlock reads one block's rule.
-func parseBlock(b *hcl.Block) (Rule, error) {
-	r := Rule{Resource: Resource(b.Type)}
-	if r.Resource.Scoped() {
-		r.Glob = b.Labels[0]
-		if err := checkGlob(r.Glob); err != nil {
-			return r, rangeError(b.LabelRanges[0], "%s block: %v", r.Resource, err)
-		}
-	}
-	content, diags := b.Body.Content(blockSchema)
-	if diags.HasErrors() {
-		return r, diagError(diags)
-	}
-	attr := content.Attributes["policy"]
-	v, diags := attr.Expr.Value(nil)
-	if diags.HasErrors() {
-		return r, diagError(diags)
-	}
-	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
-		return r, rangeError(attr.Range, "%s block: policy must be a string: deny, read or write", r.Resource)
-	}
-	switch d := Disposition(v.AsString()); d {
-	case DispositionDeny, DispositionRead, DispositionWrite:
-		r.Disposition = d
-	default:
-		return r, rangeError(attr.Expr.Range(), "%s block: unknown policy %q: want deny, read or write", r.Resource, v.AsString())
-	}
-	return r, nil
-}
-
-// checkGlob checks a job-id glob: what a job id may hold, and '*'.
-func checkGlob(g string) error {
-	if g == "" || len(g) > maxGlobLen {
-		return fmt.Errorf("glob %q must have 1 to %d characters", g, maxGlobLen)
-	}
-	for i := 0; i < len(g); i++ {
-		c := g[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '_', c == '.', c == '-', c == '*':
-		default:
-			return fmt.Errorf("glob %q may hold only letters, digits, '_', '.', '-' and '*'", g)
-		}
-	}
-	return nil
-}
-
-// rangeError is an error at a place in the rules text.
-func rangeError(rng hcl.Range, format string, args ...any) error {
-	return fmt.Errorf("%s: %s", rng.String(), fmt.Sprintf(format, args...))
-}
-
-// diagError joins hcl's error diagnostics, each with its place.
-func diagError(diags hcl.Diagnostics) error {
-	var errs []error
-	for _, d := range diags {
-		if d.Severity != hcl.DiagError {
-			continue
-		}
-		msg := d.Summary
-		if d.Detail != "" {
-			msg += ": " + d.Detail
-		}
-		if d.Subject != nil {
-			msg = d.Subject.String() + ": " + msg
-		}
-		errs = append(errs, errors.New(msg))
-	}
-	return errors.Join(errs...)
 }
