@@ -130,23 +130,6 @@ func WriteBundle(path string, caFiles ...string) error {
 	return nil
 }
 
-// ReadCert parses the first certificate of a PEM file.
-func ReadCert(path string) (*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("testcerts: %w", err)
-	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, fmt.Errorf("testcerts: %s: no PEM block", path)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("testcerts: %s: %w", path, err)
-	}
-	return cert, nil
-}
-
 // newCA makes a self-signed CA certificate and its key.
 func newCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

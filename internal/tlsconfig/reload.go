@@ -170,7 +170,9 @@ func (r *Reloader) checkCert(cert *tls.Certificate, pool *x509.CertPool) (*x509.
 // holds at that moment. Client certificates are required and verified by
 // crypto/tls itself, so the connection state carries VerifiedChains and
 // VerifiedServer and RequireServerPeer work as with a fixed configuration.
-// OnlyServers applies to it.
+// A resumed TLS session is verified again against the client CAs of the
+// handshake's configuration, so once a CA is dropped its certificates do
+// not come back through resumption either. OnlyServers applies to it.
 func (r *Reloader) ServerTLS() *tls.Config {
 	return &tls.Config{
 		// These settings apply only until GetConfigForClient answers; they
