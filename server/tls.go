@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -14,6 +13,11 @@ import (
 // transportSecurity is how this server's connections are secured, built
 // once from Config.TLS. Without TLS every field but dial is nil and dial is
 // plaintext.
+//
+// With TLS all of them read their certificates from one
+// tlsconfig.Reloader at every new handshake, so that ReloadTLS rotates the
+// certificates of the gRPC listener, of the calls to other servers and of
+// raft together.
 type transportSecurity struct {
 	// listen secures the gRPC listener.
 	listen credentials.TransportCredentials
@@ -27,29 +31,52 @@ type transportSecurity struct {
 	// requireServer holds server-only RPCs to callers with a server
 	// certificate.
 	requireServer func(context.Context) error
+	// reloader holds the certificates the others use.
+	reloader *tlsconfig.Reloader
 }
 
-// newTransportSecurity loads the certificates of cfg.
+// newTransportSecurity loads the certificates of cfg. A certificate that
+// other servers would refuse (no server identity, not signed by the CA) is
+// an error here, at startup, rather than a cluster that cannot form.
 func newTransportSecurity(cfg tlsconfig.Config) (transportSecurity, error) {
 	if !cfg.Enabled() {
 		return transportSecurity{dial: insecure.NewCredentials()}, nil
 	}
-	listen, err := cfg.ServerTLS()
+	r, err := tlsconfig.NewServerReloader(cfg)
 	if err != nil {
 		return transportSecurity{}, err
 	}
-	// Other servers would refuse it anyway; say so at startup instead.
-	if leaf := listen.Certificates[0].Leaf; !tlsconfig.IsServer(leaf) {
-		return transportSecurity{}, fmt.Errorf("tls: certificate %s is not a server certificate: it needs the DNS SAN %s", cfg.CertFile, tlsconfig.ServerName)
-	}
-	dial, err := cfg.ClientTLS()
-	if err != nil {
-		return transportSecurity{}, err
-	}
+	listen, dial := r.ServerTLS(), r.ClientTLS()
 	return transportSecurity{
 		listen:        credentials.NewTLS(listen),
 		dial:          credentials.NewTLS(dial),
 		raft:          &raftnode.TLS{Listen: tlsconfig.OnlyServers(listen), Dial: dial},
 		requireServer: tlsconfig.RequireServerPeer,
+		reloader:      r,
 	}, nil
+}
+
+// ReloadTLS reads the TLS CA, certificate and key files again (drover
+// server does on SIGHUP). Files that pass the checks made at startup
+// replace the certificates for every connection opened from now on, gRPC
+// and raft, accepted and dialed; connections already open keep their
+// session. Files that do not are refused: the server goes on with the
+// certificates it had, and the error names the file at fault. Either way
+// the outcome is logged. Without TLS configured ReloadTLS does nothing and
+// returns nil.
+func (s *Server) ReloadTLS() error {
+	r := s.security.reloader
+	if r == nil {
+		return nil
+	}
+	files := r.Config()
+	changed, err := r.Reload()
+	if err != nil {
+		s.logger.Error("TLS files refused; new connections still use the certificates loaded before",
+			"err", err, "ca_file", files.CAFile, "cert_file", files.CertFile, "key_file", files.KeyFile)
+		return err
+	}
+	s.logger.Info("TLS certificates reloaded; new connections use them", "changes", changed,
+		"ca_file", files.CAFile, "cert_file", files.CertFile, "key_file", files.KeyFile)
+	return nil
 }

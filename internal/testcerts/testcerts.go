@@ -35,6 +35,11 @@ type Set struct {
 	ServerKeyFile  string
 	ClientCertFile string
 	ClientKeyFile  string
+
+	// ca and caKey sign the certificates of WriteServer and WriteClient;
+	// nil in a Set not made by Write.
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 }
 
 // Server is the TLS configuration of a server: its certificate carries the
@@ -69,28 +74,60 @@ func Write(dir string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{CAFile: filepath.Join(dir, "ca.pem")}
+	s := &Set{CAFile: filepath.Join(dir, "ca.pem"), ca: ca, caKey: caKey}
 	if err := writePEM(s.CAFile, "CERTIFICATE", ca.Raw); err != nil {
 		return nil, err
 	}
-	server := &x509.Certificate{
+	s.ServerCertFile, s.ServerKeyFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	if _, err := s.WriteServer(s.ServerCertFile, s.ServerKeyFile); err != nil {
+		return nil, err
+	}
+	s.ClientCertFile, s.ClientKeyFile = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	if _, err := s.WriteClient(s.ClientCertFile, s.ClientKeyFile); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// WriteServer signs a new server certificate (as Server's: DNS SAN
+// tlsconfig.ServerName, IP SAN 127.0.0.1, server and client auth) with a new
+// key and writes both to the given paths, replacing what is there: for
+// tests that rotate certificates. It returns the certificate.
+func (s *Set) WriteServer(certFile, keyFile string) (*x509.Certificate, error) {
+	return s.issue(certFile, keyFile, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: tlsconfig.ServerName},
 		DNSNames:    []string{tlsconfig.ServerName},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	if s.ServerCertFile, s.ServerKeyFile, err = issue(dir, "server", server, ca, caKey); err != nil {
-		return nil, err
-	}
-	client := &x509.Certificate{
+	})
+}
+
+// WriteClient is WriteServer for a client certificate (as Client's: DNS SAN
+// tlsconfig.ClientName, client auth only).
+func (s *Set) WriteClient(certFile, keyFile string) (*x509.Certificate, error) {
+	return s.issue(certFile, keyFile, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: tlsconfig.ClientName},
 		DNSNames:    []string{tlsconfig.ClientName},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+// WriteBundle writes the certificates of the CA files, in order, into one
+// CA file at path, replacing what is there: the bundle of old and new CA
+// that a CA rotation goes through.
+func WriteBundle(path string, caFiles ...string) error {
+	var data []byte
+	for _, f := range caFiles {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("testcerts: %w", err)
+		}
+		data = append(data, pem...)
 	}
-	if s.ClientCertFile, s.ClientKeyFile, err = issue(dir, "client", client, ca, caKey); err != nil {
-		return nil, err
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("testcerts: %w", err)
 	}
-	return s, nil
+	return nil
 }
 
 // newCA makes a self-signed CA certificate and its key.
@@ -116,29 +153,36 @@ func newCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	return ca, key, nil
 }
 
-// issue signs tmpl with the CA and writes <name>.pem and <name>-key.pem.
-func issue(dir, name string, tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certFile, keyFile string, err error) {
+// issue signs tmpl with the set's CA and a new key, and writes the
+// certificate to certFile and the key to keyFile.
+func (s *Set) issue(certFile, keyFile string, tmpl *x509.Certificate) (*x509.Certificate, error) {
+	if s.ca == nil || s.caKey == nil {
+		return nil, errors.New("testcerts: this set holds no CA key (only Write makes sets that can sign)")
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return "", "", fmt.Errorf("testcerts: %s key: %w", name, err)
+		return nil, fmt.Errorf("testcerts: key for %s: %w", certFile, err)
 	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := sign(tmpl, ca, &key.PublicKey, caKey)
+	der, err := sign(tmpl, s.ca, &key.PublicKey, s.caKey)
 	if err != nil {
-		return "", "", fmt.Errorf("testcerts: %s certificate: %w", name, err)
+		return nil, fmt.Errorf("testcerts: certificate %s: %w", certFile, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("testcerts: certificate %s: %w", certFile, err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return "", "", fmt.Errorf("testcerts: %s key: %w", name, err)
+		return nil, fmt.Errorf("testcerts: key for %s: %w", certFile, err)
 	}
-	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
 	if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
-		return "", "", err
+		return nil, err
 	}
 	if err := writePEM(keyFile, "PRIVATE KEY", keyDER); err != nil {
-		return "", "", err
+		return nil, err
 	}
-	return certFile, keyFile, nil
+	return cert, nil
 }
 
 // sign fills in serial number and validity and signs tmpl with parent's key.

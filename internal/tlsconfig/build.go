@@ -46,10 +46,24 @@ func (c Config) ClientTLS() (*tls.Config, error) {
 
 // OnlyServers returns a copy of a listener's configuration that also
 // refuses every caller whose verified certificate is not a server's: for
-// the raft transport, which no client may speak.
+// the raft transport, which no client may speak. When cfg picks the
+// configuration per handshake (Reloader.ServerTLS), the check is added to
+// each one it picks, since crypto/tls then uses that one's
+// VerifyConnection, not cfg's.
 func OnlyServers(cfg *tls.Config) *tls.Config {
 	out := cfg.Clone()
 	out.VerifyConnection = VerifyServerPeer
+	if pick := cfg.GetConfigForClient; pick != nil {
+		out.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			picked, err := pick(hello)
+			if err != nil || picked == nil {
+				return picked, err // nil: crypto/tls goes on with out, which checks
+			}
+			picked = picked.Clone()
+			picked.VerifyConnection = VerifyServerPeer
+			return picked, nil
+		}
+	}
 	return out
 }
 

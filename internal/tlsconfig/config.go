@@ -12,6 +12,7 @@ package tlsconfig
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -77,15 +78,52 @@ func (c Config) missing() string {
 
 // loadCA reads the CA file into a pool.
 func (c Config) loadCA() (*x509.CertPool, error) {
-	pem, err := os.ReadFile(c.CAFile)
+	cas, err := c.readCA()
+	if err != nil {
+		return nil, err
+	}
+	return poolOf(cas), nil
+}
+
+// readCA reads the certificates of the CA file. Like
+// x509.CertPool.AppendCertsFromPEM it skips PEM blocks that are not plain
+// certificates (keys, blocks with headers), but a CERTIFICATE block that
+// does not parse is an error: during a CA rotation a damaged bundle would
+// otherwise drop the new CA without a word.
+func (c Config) readCA() ([]*x509.Certificate, error) {
+	data, err := os.ReadFile(c.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("tls: read CA file: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
+	var cas []*x509.Certificate
+	for n := 1; len(data) > 0; n++ {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" || len(block.Headers) != 0 {
+			continue
+		}
+		ca, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("tls: CA file %s: PEM block %d: %w", c.CAFile, n, err)
+		}
+		cas = append(cas, ca)
+	}
+	if len(cas) == 0 {
 		return nil, fmt.Errorf("tls: CA file %s: no PEM certificate found", c.CAFile)
 	}
-	return pool, nil
+	return cas, nil
+}
+
+// poolOf is a pool of the given CA certificates.
+func poolOf(cas []*x509.Certificate) *x509.CertPool {
+	pool := x509.NewCertPool()
+	for _, ca := range cas {
+		pool.AddCert(ca)
+	}
+	return pool
 }
 
 // loadCert reads the certificate and key pair; it is nil when neither file

@@ -46,6 +46,12 @@ func VerifyServerPeer(cs tls.ConnectionState) error {
 // VerifiedServer reports whether the connection's peer presented a
 // certificate that was verified against the CA and carries the server
 // identity. Unverified certificates never count.
+//
+// It is meant for the states of listeners, where crypto/tls verifies the
+// caller and records VerifiedChains (also with Reloader.ServerTLS). A
+// dialer of Reloader.ClientTLS verifies the server itself and its states
+// have no VerifiedChains, so VerifiedServer is false for them: it errs
+// towards refusing, never towards trusting.
 func VerifiedServer(cs tls.ConnectionState) bool {
 	return len(cs.VerifiedChains) > 0 && len(cs.VerifiedChains[0]) > 0 && IsServer(cs.VerifiedChains[0][0])
 }

@@ -14,7 +14,9 @@ import (
 // TLS is the mutual TLS of the raft transport. Only servers may speak raft,
 // so Listen should refuse callers without a server certificate and Dial
 // should accept only a server at the other end; raftnode does not check
-// what the configurations say, it only uses them.
+// what the configurations say, it only uses them, once per connection, so
+// configurations that pick their certificates per handshake
+// (tlsconfig.Reloader) rotate them for raft's new connections too.
 type TLS struct {
 	// Listen secures accepted connections.
 	Listen *tls.Config

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"context"
 	"net"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -112,3 +113,92 @@ func TestTLSTransportRefusesClients(t *testing.T) {
 // probe connects to a raft listener and reports whether the server kept
 // the connection: a refused caller's first read fails at once, an accepted
 // one's times out waiting for raft to say something.
+
+// reloadingTLS is the raft TLS a server builds from a tlsconfig.Reloader.
+func reloadingTLS(r *tlsconfig.Reloader) *TLS {
+	return &TLS{Listen: tlsconfig.OnlyServers(r.ServerTLS()), Dial: r.ClientTLS()}
+}
+
+// TestTLSTransportRotatesCA takes a running server through a rotation to a
+// new CA without restarting it (CA bundle, new certificate, old CA
+// dropped), then adds a server that knows only the new CA: the running
+// server's new connections, both ways, use the rotated material. A server
+// certificate of the old CA is then refused.
+func TestTLSTransportRotatesCA(t *testing.T) {
+	t.Parallel()
+	oldCA, newCA := testcerts.New(t), testcerts.New(t)
+	dir := t.TempDir()
+	files := tlsconfig.Config{CAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "server.pem"), KeyFile: filepath.Join(dir, "server-key.pem")}
+	if err := testcerts.WriteBundle(files.CAFile, oldCA.CAFile); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oldCA.WriteServer(files.CertFile, files.KeyFile); err != nil {
+		t.Fatal(err)
+	}
+	r1, err := tlsconfig.NewServerReloader(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg1 := testConfig(t, t.TempDir(), &testFSM{})
+	cfg1.TLS = reloadingTLS(r1)
+	n1 := startNode(t, cfg1)
+	waitLeader(t, n1)
+
+	steps := []func() error{
+		func() error { return testcerts.WriteBundle(files.CAFile, oldCA.CAFile, newCA.CAFile) },
+		func() error { _, err := newCA.WriteServer(files.CertFile, files.KeyFile); return err },
+		func() error { return testcerts.WriteBundle(files.CAFile, newCA.CAFile) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+		changed, err := r1.Reload()
+		if err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+		t.Logf("step %d: %s", i+1, changed)
+	}
+
+	r2, err := tlsconfig.NewServerReloader(newCA.Server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsm2 := &testFSM{}
+	cfg2 := testConfig(t, t.TempDir(), fsm2)
+	cfg2.ServerID, cfg2.Bootstrap, cfg2.TLS = "server-2", false, reloadingTLS(r2)
+	n2 := startNode(t, cfg2)
+	if err := n1.Raft().AddVoter("server-2", n2.Addr(), 0, 5*time.Second).Error(); err != nil {
+		t.Fatalf("AddVoter: %v", err)
+	}
+	want := []string{"a", "b"}
+	apply(t, n1, want...)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	for {
+		if got, _, _ := fsm2.state(); slices.Equal(got, want) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			got, _, _ := fsm2.state()
+			t.Fatalf("second server has %v, want %v", got, want)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	// Both callers trust the new CA: only what they present differs.
+	for name, caller := range map[string]tlsconfig.Config{
+		"old CA": {CAFile: newCA.CAFile, CertFile: oldCA.ServerCertFile, KeyFile: oldCA.ServerKeyFile},
+		"new CA": newCA.Server(),
+	} {
+		cliCfg, err := caller.ClientTLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = testcerts.Probe(string(n1.Addr()), cliCfg, 300*time.Millisecond)
+		if got, want := err == nil, name == "new CA"; got != want {
+			t.Errorf("server certificate of the %s: accepted = %v (%v), want %v", name, got, err, want)
+		}
+	}
+}

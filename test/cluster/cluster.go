@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/droverhq/drover/internal/testcerts"
+	"github.com/droverhq/drover/internal/tlsconfig"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 )
@@ -68,6 +69,7 @@ type options struct {
 	serverBins map[int]string
 	tls        bool
 	acl        bool
+	certs      *testcerts.Set // TLSCerts; nil: New writes new ones
 	netns      bool
 	// tmpfs are the sizes of tmpfs data dirs by server number; 0 is every
 	// server (TmpfsDataDir).
@@ -148,8 +150,9 @@ type Cluster struct {
 	dir  string
 	opts options
 
-	certs *testcerts.Set // with TLS
-	token harnessToken   // with ACL
+	certs     *testcerts.Set      // with TLS
+	clientTLS *tlsconfig.Reloader // with TLS: the harness's identity
+	token     harnessToken        // with ACL
 
 	net *network // with Netns
 

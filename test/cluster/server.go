@@ -210,6 +210,25 @@ func (s *Server) StopWith(sig syscall.Signal) {
 	t.Logf("cluster: stopped %s with %s", s, sig)
 }
 
+// Signal sends sig to the running process, e.g. SIGHUP to make it reload
+// its TLS files. It does not wait for anything: the test waits for what the
+// signal should cause. Use Stop, Kill or Pause for the signals that end or
+// stop the process, so that the harness knows.
+func (s *Server) Signal(sig syscall.Signal) {
+	t := s.c.t
+	t.Helper()
+	s.mu.Lock()
+	running, cmd := s.running, s.cmd
+	s.mu.Unlock()
+	if !running {
+		t.Fatalf("signal %s to %s: not running", sig, s)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s to %s: %v", sig, s, err)
+	}
+	t.Logf("cluster: sent %s to %s", sig, s)
+}
+
 // Pause stops the process with SIGSTOP and waits until it is stopped.
 func (s *Server) Pause() {
 	t := s.c.t

@@ -147,11 +147,18 @@ func serverCommand(stderr io.Writer) *ffcli.Command {
 // runServer runs until SIGINT or SIGTERM, then shuts down cleanly. A second
 // signal exits at once. A server that stops applying the raft log (it met
 // an entry its release cannot apply) shuts down too, and runServer returns
-// the reason, so the process exits non-zero naming it.
+// the reason, so the process exits non-zero naming it. SIGHUP reloads what
+// can change without a restart (see onReload) and never stops the server.
 func runServer(ctx context.Context, cfg server.Config, logger *slog.Logger) error {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(signals)
+	// SIGHUP is caught from the start, even before the server is up: its
+	// default action would end the process. One that comes while the
+	// server starts waits in the channel and is handled once it runs.
+	hangups := make(chan os.Signal, 1)
+	signal.Notify(hangups, syscall.SIGHUP)
+	defer signal.Stop(hangups)
 
 	logger.Info("starting", "version", version.String())
 	srv, err := server.New(cfg)
@@ -161,14 +168,23 @@ func runServer(ctx context.Context, cfg server.Config, logger *slog.Logger) erro
 	if err := wireRaftMetrics(srv.Registry()); err != nil {
 		logger.Warn("raft's own metrics are not exported", "err", err)
 	}
+	running := &runningServer{srv: srv, logger: logger}
 	var halt error
-	select {
-	case sig := <-signals:
-		logger.Info("received signal; shutting down", "signal", sig.String())
-	case <-ctx.Done():
-	case <-srv.Halted():
-		halt = srv.HaltReason()
-		logger.Error("this server stopped applying the raft log; shutting down", "reason", halt)
+wait:
+	for {
+		select {
+		case <-hangups:
+			running.onReload()
+		case sig := <-signals:
+			logger.Info("received signal; shutting down", "signal", sig.String())
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-srv.Halted():
+			halt = srv.HaltReason()
+			logger.Error("this server stopped applying the raft log; shutting down", "reason", halt)
+			break wait
+		}
 	}
 	go func() {
 		sig := <-signals
@@ -180,6 +196,32 @@ func runServer(ctx context.Context, cfg server.Config, logger *slog.Logger) erro
 		return errors.Join(fmt.Errorf("server halted: %w", halt), err)
 	}
 	return err
+}
+
+// runningServer is a started server and what the process's signals do to
+// it besides stopping it.
+type runningServer struct {
+	srv    *server.Server
+	logger *slog.Logger
+}
+
+// onReload is what SIGHUP does: read again whatever the server can take
+// without a restart. Each step logs its own outcome; a step that fails
+// leaves the server as it was, and the server keeps running whatever
+// happens. The steps: the TLS files, and the audit log reopened at its
+// path (for logrotate).
+func (r *runningServer) onReload() {
+	r.logger.Info("received SIGHUP; reloading")
+	var errs []error
+	if err := r.srv.ReloadTLS(); err != nil {
+		errs = append(errs, fmt.Errorf("TLS: %w", err))
+	}
+	if err := r.srv.ReopenAuditLog(); err != nil {
+		errs = append(errs, fmt.Errorf("audit log: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.logger.Warn("reload incomplete; the server keeps running with what it had", "err", err)
+	}
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

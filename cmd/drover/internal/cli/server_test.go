@@ -1,12 +1,20 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/peterbourgon/ff/v3"
 
+	"github.com/droverhq/drover/internal/testcerts"
 	"github.com/droverhq/drover/internal/tlsconfig"
 	"github.com/droverhq/drover/server"
 )
@@ -91,5 +99,76 @@ func TestServerDataDirFlags(t *testing.T) {
 	fs, _ = serverFlags(io.Discard)
 	if err := ff.Parse(fs, []string{"-data-dir-reserve", "lots"}, serverEnvOptions()...); err == nil {
 		t.Error("-data-dir-reserve lots: accepted")
+	}
+}
+
+// TestRunServerReloadsOnSIGHUP sends SIGHUP to this process while runServer
+// runs a TLS server: it reloads the certificates, refuses damaged files
+// without stopping, and still shuts down cleanly afterwards.
+func TestRunServerReloadsOnSIGHUP(t *testing.T) {
+	certs := testcerts.New(t)
+	dir := t.TempDir()
+	files := tlsconfig.Config{CAFile: certs.CAFile, CertFile: filepath.Join(dir, "server.pem"), KeyFile: filepath.Join(dir, "server-key.pem")}
+	if _, err := certs.WriteServer(files.CertFile, files.KeyFile); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.Dev = true
+	cfg.RPCAddr, cfg.RaftAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.TLS = files
+	var log syncBuffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	cfg.Logger = logger
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runServer(ctx, cfg, logger) }()
+	deadline := time.Now().Add(time.Minute)
+	waitLogged := func(what string, count int) {
+		t.Helper()
+		for strings.Count(log.String(), what) < count {
+			select {
+			case err := <-done:
+				t.Fatalf("runServer returned %v while the test waited for %q\n%s", err, what, log.String())
+			case <-time.After(10 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%q not logged %d times\n%s", what, count, log.String())
+			}
+		}
+	}
+	hangUp := func() {
+		t.Helper()
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLogged("drover server started", 1)
+
+	cert, err := certs.WriteServer(files.CertFile, files.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hangUp()
+	waitLogged("TLS certificates reloaded", 1)
+	if !strings.Contains(log.String(), fmt.Sprintf("%X", cert.SerialNumber)) {
+		t.Errorf("the log does not name the new serial %X\n%s", cert.SerialNumber, log.String())
+	}
+
+	if err := os.WriteFile(files.CertFile, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hangUp()
+	waitLogged("reload incomplete", 1)
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("runServer: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("runServer did not return after its context ended")
 	}
 }
