@@ -207,6 +207,19 @@ func TestAuditLog(t *testing.T) {
 		refused.Code != "PermissionDenied" || refused.IDs["job_id"] != j.GetId() || refused.Message == "" {
 		t.Errorf("the refused deregister's audit line %+v", refused)
 	}
+	// logrotate: rename, then SIGHUP, which reopens the file at its path.
+	if err := os.Rename(e.audit, e.audit+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.ReopenAuditLog(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.jobs.Deregister(as(e.ctx(), mgmt), &droverv1.DeregisterJobRequest{JobId: j.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	if after := e.auditLines(); len(after) != 1 || after[0].Method != droverv1.JobService_Deregister_FullMethodName {
+		t.Errorf("audit lines after the reopen: %+v, want the deregister alone", after)
+	}
 }
 
 // TestACLFilters: a token that reads only the web-* jobs sees only their
