@@ -297,4 +297,18 @@ func TestACLFilters(t *testing.T) {
 	if _, err := e.jobs.Register(ctx, &droverv1.RegisterJobRequest{Job: web}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("a read-only token registering web-1: %v, want PermissionDenied", err)
 	}
+	// Calls without a token get what the anonymous policy grants.
+	if _, err := e.nodes.List(e.ctx(), &droverv1.ListNodesRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("listing nodes without a token and no anonymous policy: %v, want PermissionDenied", err)
+	}
+	if _, err := e.acl.ApplyPolicy(mgmt, &droverv1.ApplyACLPolicyRequest{Policy: &droverv1.ACLPolicy{Name: rpc.AnonymousPolicy,
+		Rules: `node { policy = "read" }`}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.nodes.List(e.ctx(), &droverv1.ListNodesRequest{}); err != nil {
+		t.Errorf("listing nodes without a token under an anonymous policy granting node read: %v", err)
+	}
+	if _, err := e.jobs.List(e.ctx(), &droverv1.ListJobsRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("listing jobs without a token: %v, want PermissionDenied", err)
+	}
 }

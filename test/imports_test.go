@@ -43,7 +43,9 @@ fsm/state      | proto/... fsm/events                                     | -
 fsm            | fsm/state fsm/events proto/...                           | -
 scheduler/...  | proto/... scheduler/...                                  | github.com/hashicorp/go-memdb/... github.com/hashicorp/raft/... google.golang.org/grpc/...
 worker/...     | scheduler/... proto/... worker/...                       | -
-rpc/...        | fsm/state fsm/events proto/... rpc/... internal/version  | -
+rpc/...        | fsm/state fsm/events proto/... rpc/... internal/version internal/acl internal/audit | -
+internal/acl   | -                                                        | google.golang.org/grpc/... github.com/hashicorp/raft/... github.com/hashicorp/go-memdb/...
+internal/audit | -                                                        | google.golang.org/grpc/... github.com/hashicorp/raft/...
 server/...     | ...                                                      | -
 internal/tlsconfig | -                                                    | -
 internal/testcerts | internal/tlsconfig                                   | -
@@ -52,6 +54,8 @@ internal/loadgen   | proto/... rpc internal/simagent                      | -
 `
 
 // The rpc row means rpc never imports server, worker or fsm (the package);
+// the policy language (internal/acl) and the audit file (internal/audit)
+// know nothing of gRPC, raft or the state store;
 // the server row is narrowed by importedByTable (no cmd, test, internal/mock).
 // rpc takes its TLS credentials and the server-identity check from the
 // server as gRPC credentials and a function, so it does not import
@@ -74,6 +78,7 @@ internal/testserver | test/...
 internal/testcerts  | test/... internal/testserver
 internal/simagent   | cmd/... test/... internal/loadgen
 internal/loadgen    | cmd/... test/...
+internal/acltest    | test/...
 `
 
 type importRule struct {

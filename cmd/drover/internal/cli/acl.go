@@ -81,27 +81,24 @@ func printSecretToken(w io.Writer, opts *clientOptions, resp *droverv1.ACLTokenS
 	if opts.json {
 		return printJSON(w, resp)
 	}
-	if err := printToken(w, resp.GetToken()); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "Secret ID    = %s\n", resp.GetSecretId())
-	return err
+	return printToken(w, resp.GetToken(), field{"Secret ID", resp.GetSecretId()})
 }
 
-// printToken prints a token's fields (it never carries a secret).
-func printToken(w io.Writer, t *droverv1.ACLToken) error {
+// printToken prints a token's fields, then extra ones (a new token's
+// secret).
+func printToken(w io.Writer, t *droverv1.ACLToken, extra ...field) error {
 	expires := "never"
 	if e := t.GetExpirationTime(); e != nil {
 		expires = e.AsTime().Local().Format(time.RFC3339)
 	}
-	return printFields(w, []field{
+	return printFields(w, append([]field{
 		{"Accessor ID", t.GetAccessorId()},
 		{"Name", t.GetName()},
 		{"Type", tokenType(t.GetType())},
 		{"Policies", strings.Join(t.GetPolicies(), ",")},
 		{"Create Time", t.GetCreateTime().AsTime().Local().Format(time.RFC3339)},
 		{"Expires", expires},
-	})
+	}, extra...))
 }
 
 func tokenType(t droverv1.ACLTokenType) string {
