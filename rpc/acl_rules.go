@@ -201,23 +201,19 @@ func readable(a *acl.ACL, r acl.Resource, job, what string) error {
 
 func filterJobs(a *acl.ACL, resp any) error {
 	r := resp.(*droverv1.ListJobsResponse)
-	r.Jobs = keep(r.Jobs, func(j *droverv1.Job) bool { return a.AllowJob(acl.ResourceJob, j.GetId(), acl.AccessRead) })
+	r.Jobs = readableOf(a, acl.ResourceJob, r.Jobs, (*droverv1.Job).GetId)
 	return nil
 }
 
 func filterDeployments(a *acl.ACL, resp any) error {
 	r := resp.(*droverv1.ListDeploymentsResponse)
-	r.Deployments = keep(r.Deployments, func(d *droverv1.Deployment) bool {
-		return a.AllowJob(acl.ResourceDeployment, d.GetJobId(), acl.AccessRead)
-	})
+	r.Deployments = readableOf(a, acl.ResourceDeployment, r.Deployments, (*droverv1.Deployment).GetJobId)
 	return nil
 }
 
 func filterAllocs(a *acl.ACL, resp any) error {
 	r := resp.(*droverv1.ListAllocationsResponse)
-	r.Allocations = keep(r.Allocations, func(al *droverv1.Allocation) bool {
-		return a.AllowJob(acl.ResourceAllocation, al.GetJobId(), acl.AccessRead)
-	})
+	r.Allocations = readableOf(a, acl.ResourceAllocation, r.Allocations, (*droverv1.Allocation).GetJobId)
 	return nil
 }
 
@@ -225,18 +221,19 @@ func filterAllocs(a *acl.ACL, resp any) error {
 // allocations the ACL may read.
 func filterNodeAllocs(a *acl.ACL, resp any) error {
 	r := resp.(*droverv1.GetNodeResponse)
-	r.Allocs = keep(r.Allocs, func(al *droverv1.Allocation) bool {
-		return a.AllowJob(acl.ResourceAllocation, al.GetJobId(), acl.AccessRead)
-	})
+	r.Allocs = readableOf(a, acl.ResourceAllocation, r.Allocs, (*droverv1.Allocation).GetJobId)
 	return nil
 }
 
 func filterEvals(a *acl.ACL, resp any) error {
 	r := resp.(*droverv1.ListEvaluationsResponse)
-	r.Evaluations = keep(r.Evaluations, func(e *droverv1.Evaluation) bool {
-		return a.AllowJob(acl.ResourceAllocation, e.GetJobId(), acl.AccessRead)
-	})
+	r.Evaluations = readableOf(a, acl.ResourceAllocation, r.Evaluations, (*droverv1.Evaluation).GetJobId)
 	return nil
+}
+
+// readableOf keeps the items whose job (jobOf) a may read resource r of.
+func readableOf[T any](a *acl.ACL, r acl.Resource, items []T, jobOf func(T) string) []T {
+	return keep(items, func(it T) bool { return a.AllowJob(r, jobOf(it), acl.AccessRead) })
 }
 
 // eventReadable reports whether a may read ev: the resource of its topic,
