@@ -129,6 +129,8 @@ var accessRules = map[string]rule{
 	droverv1.OperatorService_UpdateSchedulerWorkers_FullMethodName: write(acl.ResourceOperator),
 	droverv1.OperatorService_SchedulerStats_FullMethodName:         read(acl.ResourceOperator),
 	droverv1.OperatorService_GarbageCollect_FullMethodName:         write(acl.ResourceOperator),
+	// A backup holds everything, token hashes included.
+	droverv1.OperatorService_SnapshotSave_FullMethodName: write(acl.ResourceOperator),
 
 	droverv1.SchedulerService_Dequeue_FullMethodName:     serverCall(),
 	droverv1.SchedulerService_Ack_FullMethodName:         serverCall(),

@@ -47,6 +47,10 @@ type Config struct {
 	// JobPlanner answers JobService.Plan; nil answers it UNAVAILABLE.
 	JobPlanner JobPlanner
 
+	// Snapshots saves backups for OperatorService.SnapshotSave; nil
+	// answers it UNAVAILABLE.
+	Snapshots Snapshots
+
 	// Credentials secure the listener (mutual TLS); nil serves plaintext,
 	// for development and trusted networks only.
 	Credentials credentials.TransportCredentials
@@ -115,11 +119,15 @@ type Server struct {
 
 // services holds what every service implementation shares.
 type services struct {
-	backend       Backend
-	cluster       Cluster
-	sched         Scheduling
-	collector     Collector
-	planner       JobPlanner
+	backend   Backend
+	cluster   Cluster
+	sched     Scheduling
+	collector Collector
+	planner   JobPlanner
+	snapshots Snapshots
+	// peerConn is a pooled connection to another server (the leader),
+	// for streams, which the forwarder does not carry.
+	peerConn      func(addr string) (*grpc.ClientConn, error)
 	logger        *slog.Logger
 	reports       *committer[*droverv1.NodeAllocUpdates]
 	registrations *committer[*droverv1.Node]
@@ -147,8 +155,10 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		}
 		cancel()
 	}()
-	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, collector: cfg.Collector, planner: cfg.JobPlanner, logger: logger, shutdown: shutdown}
+	svc := &services{backend: b, cluster: c, sched: cfg.Scheduling, collector: cfg.Collector, planner: cfg.JobPlanner,
+		snapshots: cfg.Snapshots, logger: logger, shutdown: shutdown}
 	fwd := newForwarder(c, b.LastContact, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout), cfg.PeerCredentials, shutdown.Done())
+	svc.peerConn = fwd.conn
 	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.Error("panic in RPC handler", "panic", p)

@@ -205,6 +205,7 @@ func New(cfg Config) (s *Server, err error) {
 		Scheduling:               schedulingRPC,
 		Collector:                s.gc,
 		JobPlanner:               jobPlanner{s},
+		Snapshots:                s,
 		Credentials:              s.security.listen,
 		PeerCredentials:          s.security.dial,
 		RequireServerIdentity:    s.security.requireServer,

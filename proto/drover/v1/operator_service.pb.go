@@ -21,6 +21,98 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SnapshotSaveRequest asks for a backup.
+type SnapshotSaveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Take it from the server called rather than the leader: works without
+	// a leader, and may be behind.
+	Stale         bool `protobuf:"varint,1,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotSaveRequest) Reset() {
+	*x = SnapshotSaveRequest{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotSaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotSaveRequest) ProtoMessage() {}
+
+func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SnapshotSaveRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+// SnapshotChunk is the next part of a backup file.
+type SnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type RaftListPeersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +121,7 @@ type RaftListPeersRequest struct {
 
 func (x *RaftListPeersRequest) Reset() {
 	*x = RaftListPeersRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[0]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +133,7 @@ func (x *RaftListPeersRequest) String() string {
 func (*RaftListPeersRequest) ProtoMessage() {}
 
 func (x *RaftListPeersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[0]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +146,7 @@ func (x *RaftListPeersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftListPeersRequest.ProtoReflect.Descriptor instead.
 func (*RaftListPeersRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{0}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{2}
 }
 
 // RaftPeer is one server of the raft configuration.
@@ -75,7 +167,7 @@ type RaftPeer struct {
 
 func (x *RaftPeer) Reset() {
 	*x = RaftPeer{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[1]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -87,7 +179,7 @@ func (x *RaftPeer) String() string {
 func (*RaftPeer) ProtoMessage() {}
 
 func (x *RaftPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[1]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -100,7 +192,7 @@ func (x *RaftPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftPeer.ProtoReflect.Descriptor instead.
 func (*RaftPeer) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{1}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RaftPeer) GetId() string {
@@ -157,7 +249,7 @@ type RaftListPeersResponse struct {
 
 func (x *RaftListPeersResponse) Reset() {
 	*x = RaftListPeersResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[2]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -169,7 +261,7 @@ func (x *RaftListPeersResponse) String() string {
 func (*RaftListPeersResponse) ProtoMessage() {}
 
 func (x *RaftListPeersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[2]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -182,7 +274,7 @@ func (x *RaftListPeersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftListPeersResponse.ProtoReflect.Descriptor instead.
 func (*RaftListPeersResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{2}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RaftListPeersResponse) GetPeers() []*RaftPeer {
@@ -210,7 +302,7 @@ type RaftRemovePeerRequest struct {
 
 func (x *RaftRemovePeerRequest) Reset() {
 	*x = RaftRemovePeerRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[3]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +314,7 @@ func (x *RaftRemovePeerRequest) String() string {
 func (*RaftRemovePeerRequest) ProtoMessage() {}
 
 func (x *RaftRemovePeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[3]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +327,7 @@ func (x *RaftRemovePeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftRemovePeerRequest.ProtoReflect.Descriptor instead.
 func (*RaftRemovePeerRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{3}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RaftRemovePeerRequest) GetId() string {
@@ -264,7 +356,7 @@ type RaftRemovePeerResponse struct {
 
 func (x *RaftRemovePeerResponse) Reset() {
 	*x = RaftRemovePeerResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[4]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +368,7 @@ func (x *RaftRemovePeerResponse) String() string {
 func (*RaftRemovePeerResponse) ProtoMessage() {}
 
 func (x *RaftRemovePeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[4]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +381,7 @@ func (x *RaftRemovePeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftRemovePeerResponse.ProtoReflect.Descriptor instead.
 func (*RaftRemovePeerResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{4}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RaftRemovePeerResponse) GetIndex() uint64 {
@@ -317,7 +409,7 @@ type RaftTransferLeadershipRequest struct {
 
 func (x *RaftTransferLeadershipRequest) Reset() {
 	*x = RaftTransferLeadershipRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[5]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -329,7 +421,7 @@ func (x *RaftTransferLeadershipRequest) String() string {
 func (*RaftTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *RaftTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[5]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -342,7 +434,7 @@ func (x *RaftTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*RaftTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{5}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RaftTransferLeadershipRequest) GetId() string {
@@ -362,7 +454,7 @@ type RaftTransferLeadershipResponse struct {
 
 func (x *RaftTransferLeadershipResponse) Reset() {
 	*x = RaftTransferLeadershipResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[6]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -374,7 +466,7 @@ func (x *RaftTransferLeadershipResponse) String() string {
 func (*RaftTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *RaftTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[6]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -387,7 +479,7 @@ func (x *RaftTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*RaftTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{6}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RaftTransferLeadershipResponse) GetLeaderId() string {
@@ -405,7 +497,7 @@ type ServerMembersRequest struct {
 
 func (x *ServerMembersRequest) Reset() {
 	*x = ServerMembersRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[7]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +509,7 @@ func (x *ServerMembersRequest) String() string {
 func (*ServerMembersRequest) ProtoMessage() {}
 
 func (x *ServerMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[7]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +522,7 @@ func (x *ServerMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerMembersRequest.ProtoReflect.Descriptor instead.
 func (*ServerMembersRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{7}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{9}
 }
 
 // ServerHealth is one server as autopilot sees it.
@@ -460,7 +552,7 @@ type ServerHealth struct {
 
 func (x *ServerHealth) Reset() {
 	*x = ServerHealth{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[8]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +564,7 @@ func (x *ServerHealth) String() string {
 func (*ServerHealth) ProtoMessage() {}
 
 func (x *ServerHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[8]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +577,7 @@ func (x *ServerHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerHealth.ProtoReflect.Descriptor instead.
 func (*ServerHealth) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{8}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ServerHealth) GetId() string {
@@ -596,7 +688,7 @@ type ServerMembersResponse struct {
 
 func (x *ServerMembersResponse) Reset() {
 	*x = ServerMembersResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[9]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +700,7 @@ func (x *ServerMembersResponse) String() string {
 func (*ServerMembersResponse) ProtoMessage() {}
 
 func (x *ServerMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[9]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +713,7 @@ func (x *ServerMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerMembersResponse.ProtoReflect.Descriptor instead.
 func (*ServerMembersResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{9}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ServerMembersResponse) GetServers() []*ServerHealth {
@@ -667,7 +759,7 @@ type StateDigestRequest struct {
 
 func (x *StateDigestRequest) Reset() {
 	*x = StateDigestRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[10]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +771,7 @@ func (x *StateDigestRequest) String() string {
 func (*StateDigestRequest) ProtoMessage() {}
 
 func (x *StateDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[10]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +784,7 @@ func (x *StateDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateDigestRequest.ProtoReflect.Descriptor instead.
 func (*StateDigestRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{10}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{12}
 }
 
 type StateDigestResponse struct {
@@ -707,7 +799,7 @@ type StateDigestResponse struct {
 
 func (x *StateDigestResponse) Reset() {
 	*x = StateDigestResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[11]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +811,7 @@ func (x *StateDigestResponse) String() string {
 func (*StateDigestResponse) ProtoMessage() {}
 
 func (x *StateDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[11]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +824,7 @@ func (x *StateDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateDigestResponse.ProtoReflect.Descriptor instead.
 func (*StateDigestResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{11}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StateDigestResponse) GetIndex() uint64 {
@@ -757,7 +849,7 @@ type SchedulerWorkersRequest struct {
 
 func (x *SchedulerWorkersRequest) Reset() {
 	*x = SchedulerWorkersRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +861,7 @@ func (x *SchedulerWorkersRequest) String() string {
 func (*SchedulerWorkersRequest) ProtoMessage() {}
 
 func (x *SchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +874,7 @@ func (x *SchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerWorkersRequest.ProtoReflect.Descriptor instead.
 func (*SchedulerWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{12}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{14}
 }
 
 // SchedulerWorker is one scheduler worker of a server.
@@ -805,7 +897,7 @@ type SchedulerWorker struct {
 
 func (x *SchedulerWorker) Reset() {
 	*x = SchedulerWorker{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +909,7 @@ func (x *SchedulerWorker) String() string {
 func (*SchedulerWorker) ProtoMessage() {}
 
 func (x *SchedulerWorker) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +922,7 @@ func (x *SchedulerWorker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerWorker.ProtoReflect.Descriptor instead.
 func (*SchedulerWorker) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{13}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SchedulerWorker) GetId() string {
@@ -895,7 +987,7 @@ type SchedulerWorkersResponse struct {
 
 func (x *SchedulerWorkersResponse) Reset() {
 	*x = SchedulerWorkersResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +999,7 @@ func (x *SchedulerWorkersResponse) String() string {
 func (*SchedulerWorkersResponse) ProtoMessage() {}
 
 func (x *SchedulerWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1012,7 @@ func (x *SchedulerWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerWorkersResponse.ProtoReflect.Descriptor instead.
 func (*SchedulerWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{14}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SchedulerWorkersResponse) GetServerId() string {
@@ -973,7 +1065,7 @@ type UpdateSchedulerWorkersRequest struct {
 
 func (x *UpdateSchedulerWorkersRequest) Reset() {
 	*x = UpdateSchedulerWorkersRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1077,7 @@ func (x *UpdateSchedulerWorkersRequest) String() string {
 func (*UpdateSchedulerWorkersRequest) ProtoMessage() {}
 
 func (x *UpdateSchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1090,7 @@ func (x *UpdateSchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSchedulerWorkersRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSchedulerWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{15}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateSchedulerWorkersRequest) GetNumWorkers() int32 {
@@ -1030,7 +1122,7 @@ type SchedulerStatsRequest struct {
 
 func (x *SchedulerStatsRequest) Reset() {
 	*x = SchedulerStatsRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1134,7 @@ func (x *SchedulerStatsRequest) String() string {
 func (*SchedulerStatsRequest) ProtoMessage() {}
 
 func (x *SchedulerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1147,7 @@ func (x *SchedulerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerStatsRequest.ProtoReflect.Descriptor instead.
 func (*SchedulerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{16}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{18}
 }
 
 // BrokerQueueStats counts one scheduler type's evaluations in the broker.
@@ -1070,7 +1162,7 @@ type BrokerQueueStats struct {
 
 func (x *BrokerQueueStats) Reset() {
 	*x = BrokerQueueStats{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1174,7 @@ func (x *BrokerQueueStats) String() string {
 func (*BrokerQueueStats) ProtoMessage() {}
 
 func (x *BrokerQueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1187,7 @@ func (x *BrokerQueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerQueueStats.ProtoReflect.Descriptor instead.
 func (*BrokerQueueStats) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{17}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BrokerQueueStats) GetScheduler() JobType {
@@ -1149,7 +1241,7 @@ type SchedulerStatsResponse struct {
 
 func (x *SchedulerStatsResponse) Reset() {
 	*x = SchedulerStatsResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1253,7 @@ func (x *SchedulerStatsResponse) String() string {
 func (*SchedulerStatsResponse) ProtoMessage() {}
 
 func (x *SchedulerStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1266,7 @@ func (x *SchedulerStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerStatsResponse.ProtoReflect.Descriptor instead.
 func (*SchedulerStatsResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{18}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SchedulerStatsResponse) GetReady() int32 {
@@ -1276,7 +1368,7 @@ type GarbageCollectRequest struct {
 
 func (x *GarbageCollectRequest) Reset() {
 	*x = GarbageCollectRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1380,7 @@ func (x *GarbageCollectRequest) String() string {
 func (*GarbageCollectRequest) ProtoMessage() {}
 
 func (x *GarbageCollectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1393,7 @@ func (x *GarbageCollectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GarbageCollectRequest.ProtoReflect.Descriptor instead.
 func (*GarbageCollectRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{19}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{21}
 }
 
 // GarbageCollectResponse counts what was deleted.
@@ -1320,7 +1412,7 @@ type GarbageCollectResponse struct {
 
 func (x *GarbageCollectResponse) Reset() {
 	*x = GarbageCollectResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1424,7 @@ func (x *GarbageCollectResponse) String() string {
 func (*GarbageCollectResponse) ProtoMessage() {}
 
 func (x *GarbageCollectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1437,7 @@ func (x *GarbageCollectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GarbageCollectResponse.ProtoReflect.Descriptor instead.
 func (*GarbageCollectResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{20}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GarbageCollectResponse) GetNodes() int64 {
@@ -1394,7 +1486,11 @@ var File_drover_v1_operator_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\n" +
-	" drover/v1/operator_service.proto\x12\tdrover.v1\x1a\x13drover/v1/job.proto\x1a\x16drover/v1/server.proto\"\x16\n" +
+	" drover/v1/operator_service.proto\x12\tdrover.v1\x1a\x13drover/v1/job.proto\x1a\x16drover/v1/server.proto\"+\n" +
+	"\x13SnapshotSaveRequest\x12\x14\n" +
+	"\x05stale\x18\x01 \x01(\bR\x05stale\"#\n" +
+	"\rSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\x16\n" +
 	"\x14RaftListPeersRequest\"\x9c\x01\n" +
 	"\bRaftPeer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -1503,7 +1599,7 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\x05evals\x18\x03 \x01(\x03R\x05evals\x12\x12\n" +
 	"\x04jobs\x18\x04 \x01(\x03R\x04jobs\x12!\n" +
 	"\fjob_versions\x18\x05 \x01(\x03R\vjobVersions\x12\x18\n" +
-	"\aentries\x18\x06 \x01(\x03R\aentries2\xc1\x06\n" +
+	"\aentries\x18\x06 \x01(\x03R\aentries2\x8d\a\n" +
 	"\x0fOperatorService\x12R\n" +
 	"\rRaftListPeers\x12\x1f.drover.v1.RaftListPeersRequest\x1a .drover.v1.RaftListPeersResponse\x12U\n" +
 	"\x0eRaftRemovePeer\x12 .drover.v1.RaftRemovePeerRequest\x1a!.drover.v1.RaftRemovePeerResponse\x12m\n" +
@@ -1513,7 +1609,8 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\x10SchedulerWorkers\x12\".drover.v1.SchedulerWorkersRequest\x1a#.drover.v1.SchedulerWorkersResponse\x12g\n" +
 	"\x16UpdateSchedulerWorkers\x12(.drover.v1.UpdateSchedulerWorkersRequest\x1a#.drover.v1.SchedulerWorkersResponse\x12U\n" +
 	"\x0eSchedulerStats\x12 .drover.v1.SchedulerStatsRequest\x1a!.drover.v1.SchedulerStatsResponse\x12U\n" +
-	"\x0eGarbageCollect\x12 .drover.v1.GarbageCollectRequest\x1a!.drover.v1.GarbageCollectResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\x0eGarbageCollect\x12 .drover.v1.GarbageCollectRequest\x1a!.drover.v1.GarbageCollectResponse\x12J\n" +
+	"\fSnapshotSave\x12\x1e.drover.v1.SnapshotSaveRequest\x1a\x18.drover.v1.SnapshotChunk0\x01B5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_operator_service_proto_rawDescOnce sync.Once
@@ -1527,63 +1624,67 @@ func file_drover_v1_operator_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_operator_service_proto_rawDescData
 }
 
-var file_drover_v1_operator_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_drover_v1_operator_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_drover_v1_operator_service_proto_goTypes = []any{
-	(*RaftListPeersRequest)(nil),           // 0: drover.v1.RaftListPeersRequest
-	(*RaftPeer)(nil),                       // 1: drover.v1.RaftPeer
-	(*RaftListPeersResponse)(nil),          // 2: drover.v1.RaftListPeersResponse
-	(*RaftRemovePeerRequest)(nil),          // 3: drover.v1.RaftRemovePeerRequest
-	(*RaftRemovePeerResponse)(nil),         // 4: drover.v1.RaftRemovePeerResponse
-	(*RaftTransferLeadershipRequest)(nil),  // 5: drover.v1.RaftTransferLeadershipRequest
-	(*RaftTransferLeadershipResponse)(nil), // 6: drover.v1.RaftTransferLeadershipResponse
-	(*ServerMembersRequest)(nil),           // 7: drover.v1.ServerMembersRequest
-	(*ServerHealth)(nil),                   // 8: drover.v1.ServerHealth
-	(*ServerMembersResponse)(nil),          // 9: drover.v1.ServerMembersResponse
-	(*StateDigestRequest)(nil),             // 10: drover.v1.StateDigestRequest
-	(*StateDigestResponse)(nil),            // 11: drover.v1.StateDigestResponse
-	(*SchedulerWorkersRequest)(nil),        // 12: drover.v1.SchedulerWorkersRequest
-	(*SchedulerWorker)(nil),                // 13: drover.v1.SchedulerWorker
-	(*SchedulerWorkersResponse)(nil),       // 14: drover.v1.SchedulerWorkersResponse
-	(*UpdateSchedulerWorkersRequest)(nil),  // 15: drover.v1.UpdateSchedulerWorkersRequest
-	(*SchedulerStatsRequest)(nil),          // 16: drover.v1.SchedulerStatsRequest
-	(*BrokerQueueStats)(nil),               // 17: drover.v1.BrokerQueueStats
-	(*SchedulerStatsResponse)(nil),         // 18: drover.v1.SchedulerStatsResponse
-	(*GarbageCollectRequest)(nil),          // 19: drover.v1.GarbageCollectRequest
-	(*GarbageCollectResponse)(nil),         // 20: drover.v1.GarbageCollectResponse
-	nil,                                    // 21: drover.v1.StateDigestResponse.TablesEntry
-	(RaftState)(0),                         // 22: drover.v1.RaftState
-	(JobType)(0),                           // 23: drover.v1.JobType
+	(*SnapshotSaveRequest)(nil),            // 0: drover.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                  // 1: drover.v1.SnapshotChunk
+	(*RaftListPeersRequest)(nil),           // 2: drover.v1.RaftListPeersRequest
+	(*RaftPeer)(nil),                       // 3: drover.v1.RaftPeer
+	(*RaftListPeersResponse)(nil),          // 4: drover.v1.RaftListPeersResponse
+	(*RaftRemovePeerRequest)(nil),          // 5: drover.v1.RaftRemovePeerRequest
+	(*RaftRemovePeerResponse)(nil),         // 6: drover.v1.RaftRemovePeerResponse
+	(*RaftTransferLeadershipRequest)(nil),  // 7: drover.v1.RaftTransferLeadershipRequest
+	(*RaftTransferLeadershipResponse)(nil), // 8: drover.v1.RaftTransferLeadershipResponse
+	(*ServerMembersRequest)(nil),           // 9: drover.v1.ServerMembersRequest
+	(*ServerHealth)(nil),                   // 10: drover.v1.ServerHealth
+	(*ServerMembersResponse)(nil),          // 11: drover.v1.ServerMembersResponse
+	(*StateDigestRequest)(nil),             // 12: drover.v1.StateDigestRequest
+	(*StateDigestResponse)(nil),            // 13: drover.v1.StateDigestResponse
+	(*SchedulerWorkersRequest)(nil),        // 14: drover.v1.SchedulerWorkersRequest
+	(*SchedulerWorker)(nil),                // 15: drover.v1.SchedulerWorker
+	(*SchedulerWorkersResponse)(nil),       // 16: drover.v1.SchedulerWorkersResponse
+	(*UpdateSchedulerWorkersRequest)(nil),  // 17: drover.v1.UpdateSchedulerWorkersRequest
+	(*SchedulerStatsRequest)(nil),          // 18: drover.v1.SchedulerStatsRequest
+	(*BrokerQueueStats)(nil),               // 19: drover.v1.BrokerQueueStats
+	(*SchedulerStatsResponse)(nil),         // 20: drover.v1.SchedulerStatsResponse
+	(*GarbageCollectRequest)(nil),          // 21: drover.v1.GarbageCollectRequest
+	(*GarbageCollectResponse)(nil),         // 22: drover.v1.GarbageCollectResponse
+	nil,                                    // 23: drover.v1.StateDigestResponse.TablesEntry
+	(RaftState)(0),                         // 24: drover.v1.RaftState
+	(JobType)(0),                           // 25: drover.v1.JobType
 }
 var file_drover_v1_operator_service_proto_depIdxs = []int32{
-	1,  // 0: drover.v1.RaftListPeersResponse.peers:type_name -> drover.v1.RaftPeer
-	22, // 1: drover.v1.ServerHealth.raft_state:type_name -> drover.v1.RaftState
-	8,  // 2: drover.v1.ServerMembersResponse.servers:type_name -> drover.v1.ServerHealth
-	21, // 3: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
-	23, // 4: drover.v1.SchedulerWorkersResponse.enabled_schedulers:type_name -> drover.v1.JobType
-	13, // 5: drover.v1.SchedulerWorkersResponse.workers:type_name -> drover.v1.SchedulerWorker
-	23, // 6: drover.v1.UpdateSchedulerWorkersRequest.enabled_schedulers:type_name -> drover.v1.JobType
-	23, // 7: drover.v1.BrokerQueueStats.scheduler:type_name -> drover.v1.JobType
-	17, // 8: drover.v1.SchedulerStatsResponse.by_scheduler:type_name -> drover.v1.BrokerQueueStats
-	0,  // 9: drover.v1.OperatorService.RaftListPeers:input_type -> drover.v1.RaftListPeersRequest
-	3,  // 10: drover.v1.OperatorService.RaftRemovePeer:input_type -> drover.v1.RaftRemovePeerRequest
-	5,  // 11: drover.v1.OperatorService.RaftTransferLeadership:input_type -> drover.v1.RaftTransferLeadershipRequest
-	7,  // 12: drover.v1.OperatorService.ServerMembers:input_type -> drover.v1.ServerMembersRequest
-	10, // 13: drover.v1.OperatorService.StateDigest:input_type -> drover.v1.StateDigestRequest
-	12, // 14: drover.v1.OperatorService.SchedulerWorkers:input_type -> drover.v1.SchedulerWorkersRequest
-	15, // 15: drover.v1.OperatorService.UpdateSchedulerWorkers:input_type -> drover.v1.UpdateSchedulerWorkersRequest
-	16, // 16: drover.v1.OperatorService.SchedulerStats:input_type -> drover.v1.SchedulerStatsRequest
-	19, // 17: drover.v1.OperatorService.GarbageCollect:input_type -> drover.v1.GarbageCollectRequest
-	2,  // 18: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
-	4,  // 19: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
-	6,  // 20: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
-	9,  // 21: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
-	11, // 22: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
-	14, // 23: drover.v1.OperatorService.SchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
-	14, // 24: drover.v1.OperatorService.UpdateSchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
-	18, // 25: drover.v1.OperatorService.SchedulerStats:output_type -> drover.v1.SchedulerStatsResponse
-	20, // 26: drover.v1.OperatorService.GarbageCollect:output_type -> drover.v1.GarbageCollectResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
+	3,  // 0: drover.v1.RaftListPeersResponse.peers:type_name -> drover.v1.RaftPeer
+	24, // 1: drover.v1.ServerHealth.raft_state:type_name -> drover.v1.RaftState
+	10, // 2: drover.v1.ServerMembersResponse.servers:type_name -> drover.v1.ServerHealth
+	23, // 3: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
+	25, // 4: drover.v1.SchedulerWorkersResponse.enabled_schedulers:type_name -> drover.v1.JobType
+	15, // 5: drover.v1.SchedulerWorkersResponse.workers:type_name -> drover.v1.SchedulerWorker
+	25, // 6: drover.v1.UpdateSchedulerWorkersRequest.enabled_schedulers:type_name -> drover.v1.JobType
+	25, // 7: drover.v1.BrokerQueueStats.scheduler:type_name -> drover.v1.JobType
+	19, // 8: drover.v1.SchedulerStatsResponse.by_scheduler:type_name -> drover.v1.BrokerQueueStats
+	2,  // 9: drover.v1.OperatorService.RaftListPeers:input_type -> drover.v1.RaftListPeersRequest
+	5,  // 10: drover.v1.OperatorService.RaftRemovePeer:input_type -> drover.v1.RaftRemovePeerRequest
+	7,  // 11: drover.v1.OperatorService.RaftTransferLeadership:input_type -> drover.v1.RaftTransferLeadershipRequest
+	9,  // 12: drover.v1.OperatorService.ServerMembers:input_type -> drover.v1.ServerMembersRequest
+	12, // 13: drover.v1.OperatorService.StateDigest:input_type -> drover.v1.StateDigestRequest
+	14, // 14: drover.v1.OperatorService.SchedulerWorkers:input_type -> drover.v1.SchedulerWorkersRequest
+	17, // 15: drover.v1.OperatorService.UpdateSchedulerWorkers:input_type -> drover.v1.UpdateSchedulerWorkersRequest
+	18, // 16: drover.v1.OperatorService.SchedulerStats:input_type -> drover.v1.SchedulerStatsRequest
+	21, // 17: drover.v1.OperatorService.GarbageCollect:input_type -> drover.v1.GarbageCollectRequest
+	0,  // 18: drover.v1.OperatorService.SnapshotSave:input_type -> drover.v1.SnapshotSaveRequest
+	4,  // 19: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
+	6,  // 20: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
+	8,  // 21: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
+	11, // 22: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
+	13, // 23: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
+	16, // 24: drover.v1.OperatorService.SchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	16, // 25: drover.v1.OperatorService.UpdateSchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	20, // 26: drover.v1.OperatorService.SchedulerStats:output_type -> drover.v1.SchedulerStatsResponse
+	22, // 27: drover.v1.OperatorService.GarbageCollect:output_type -> drover.v1.GarbageCollectResponse
+	1,  // 28: drover.v1.OperatorService.SnapshotSave:output_type -> drover.v1.SnapshotChunk
+	19, // [19:29] is the sub-list for method output_type
+	9,  // [9:19] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1596,14 +1697,14 @@ func file_drover_v1_operator_service_proto_init() {
 	}
 	file_drover_v1_job_proto_init()
 	file_drover_v1_server_proto_init()
-	file_drover_v1_operator_service_proto_msgTypes[15].OneofWrappers = []any{}
+	file_drover_v1_operator_service_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_operator_service_proto_rawDesc), len(file_drover_v1_operator_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	OperatorService_UpdateSchedulerWorkers_FullMethodName = "/drover.v1.OperatorService/UpdateSchedulerWorkers"
 	OperatorService_SchedulerStats_FullMethodName         = "/drover.v1.OperatorService/SchedulerStats"
 	OperatorService_GarbageCollect_FullMethodName         = "/drover.v1.OperatorService/GarbageCollect"
+	OperatorService_SnapshotSave_FullMethodName           = "/drover.v1.OperatorService/SnapshotSave"
 )
 
 // OperatorServiceClient is the client API for OperatorService service.
@@ -67,6 +68,11 @@ type OperatorServiceClient interface {
 	// terminal allocations and evaluations, stopped jobs and unused job
 	// versions go at once.
 	GarbageCollect(ctx context.Context, in *GarbageCollectRequest, opts ...grpc.CallOption) (*GarbageCollectResponse, error)
+	// SnapshotSave streams a backup of the whole state: a consistent
+	// point-in-time copy taken by the leader (by the server called with
+	// stale), as a gzip-compressed tar of meta.json, state.bin and
+	// SHA256SUMS (docs/operations.md, "Backups").
+	SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
 }
 
 type operatorServiceClient struct {
@@ -167,6 +173,25 @@ func (c *operatorServiceClient) GarbageCollect(ctx context.Context, in *GarbageC
 	return out, nil
 }
 
+func (c *operatorServiceClient) SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &OperatorService_ServiceDesc.Streams[0], OperatorService_SnapshotSave_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotSaveRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OperatorService_SnapshotSaveClient = grpc.ServerStreamingClient[SnapshotChunk]
+
 // OperatorServiceServer is the server API for OperatorService service.
 // All implementations must embed UnimplementedOperatorServiceServer
 // for forward compatibility.
@@ -204,6 +229,11 @@ type OperatorServiceServer interface {
 	// terminal allocations and evaluations, stopped jobs and unused job
 	// versions go at once.
 	GarbageCollect(context.Context, *GarbageCollectRequest) (*GarbageCollectResponse, error)
+	// SnapshotSave streams a backup of the whole state: a consistent
+	// point-in-time copy taken by the leader (by the server called with
+	// stale), as a gzip-compressed tar of meta.json, state.bin and
+	// SHA256SUMS (docs/operations.md, "Backups").
+	SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
 	mustEmbedUnimplementedOperatorServiceServer()
 }
 
@@ -240,6 +270,9 @@ func (UnimplementedOperatorServiceServer) SchedulerStats(context.Context, *Sched
 }
 func (UnimplementedOperatorServiceServer) GarbageCollect(context.Context, *GarbageCollectRequest) (*GarbageCollectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GarbageCollect not implemented")
+}
+func (UnimplementedOperatorServiceServer) SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotSave not implemented")
 }
 func (UnimplementedOperatorServiceServer) mustEmbedUnimplementedOperatorServiceServer() {}
 func (UnimplementedOperatorServiceServer) testEmbeddedByValue()                         {}
@@ -424,6 +457,17 @@ func _OperatorService_GarbageCollect_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OperatorService_SnapshotSave_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotSaveRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(OperatorServiceServer).SnapshotSave(m, &grpc.GenericServerStream[SnapshotSaveRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OperatorService_SnapshotSaveServer = grpc.ServerStreamingServer[SnapshotChunk]
+
 // OperatorService_ServiceDesc is the grpc.ServiceDesc for OperatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -468,6 +512,12 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _OperatorService_GarbageCollect_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SnapshotSave",
+			Handler:       _OperatorService_SnapshotSave_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "drover/v1/operator_service.proto",
 }

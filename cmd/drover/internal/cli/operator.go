@@ -24,6 +24,7 @@ func operatorCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Subcommands: []*ffcli.Command{
 			operatorRaftCommand(stdout, stderr),
 			operatorSchedulerCommand(stdout, stderr),
+			operatorSnapshotCommand(stdout, stderr),
 		},
 		Exec: groupExec(stderr),
 	}

@@ -1,0 +1,81 @@
+package fsm
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// recordTables names the table of each snapshot record type.
+var recordTables = map[recordType]string{
+	recordTableIndex:   "index",
+	recordNode:         "nodes",
+	recordJobVersion:   "job_versions",
+	recordJob:          "jobs",
+	recordEval:         "evals",
+	recordAlloc:        "allocs",
+	recordServer:       "servers",
+	recordJobRequest:   "job_requests",
+	recordDeployment:   "deployments",
+	recordACLPolicy:    "acl_policies",
+	recordACLToken:     "acl_tokens",
+	recordACLBootstrap: "acl_bootstrap",
+}
+
+// TableCount is how many records of one table a snapshot holds, and their
+// size.
+type TableCount struct {
+	Table   string
+	Records int
+	Bytes   int64
+}
+
+// InspectSnapshot reads a snapshot in the layout WriteSnapshot writes and
+// counts its records per table, in the order they come, without building
+// any state. It returns the snapshot's header.
+func InspectSnapshot(r io.Reader) (*droverv1.SnapshotHeader, []TableCount, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, snapshotMagic) {
+		return nil, nil, errors.New("not a drover snapshot (bad magic)")
+	}
+	raw, err := readRecord(br)
+	if err != nil {
+		return nil, nil, fmt.Errorf("header: %w", err)
+	}
+	header := &droverv1.SnapshotHeader{}
+	if err := header.UnmarshalVT(raw); err != nil {
+		return nil, nil, fmt.Errorf("header: %w", err)
+	}
+	var counts []TableCount
+	at := map[recordType]int{}
+	for n := 0; ; n++ {
+		t, err := br.ReadByte()
+		if errors.Is(err, io.EOF) {
+			return header, counts, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		name, ok := recordTables[recordType(t)]
+		if !ok {
+			return nil, nil, fmt.Errorf("record %d: unknown snapshot record type %d", n, t)
+		}
+		rec, err := readRecord(br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("record %d (%s): %w", n, name, err)
+		}
+		i, seen := at[recordType(t)]
+		if !seen {
+			i = len(counts)
+			at[recordType(t)] = i
+			counts = append(counts, TableCount{Table: name})
+		}
+		counts[i].Records++
+		counts[i].Bytes += int64(len(rec))
+	}
+}
