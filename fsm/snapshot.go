@@ -153,6 +153,17 @@ func (rw *recordWriter) raw(b []byte) {
 	}
 }
 
+// rawRecord writes an encoded record of type t as it is.
+func (rw *recordWriter) rawRecord(t recordType, rec []byte) {
+	if rw.err != nil {
+		return
+	}
+	rw.buf = append(rw.buf[:0], byte(t))
+	rw.buf = binary.AppendUvarint(rw.buf, uint64(len(rec)))
+	rw.buf = append(rw.buf, rec...)
+	rw.raw(rw.buf)
+}
+
 func (rw *recordWriter) message(t recordType, m vtMessage, typed bool) {
 	if rw.err != nil {
 		return

@@ -205,6 +205,9 @@ func (e *enforcer) authorize(ctx context.Context, method string, req any) (*Iden
 	if job != "" {
 		allowed = id.ACL.AllowJob(r.resource, job, r.access)
 	}
+	if r.management && !id.ACL.IsManagement() {
+		return id, r, fmt.Errorf("%s needs a management token, which token %s is not: %w", method, id.Accessor, errPermissionDenied)
+	}
 	if !allowed {
 		return id, r, denied(id, method, r, job)
 	}

@@ -43,6 +43,9 @@ type rule struct {
 	access   acl.Access
 	// write marks a call that changes the state: it is audited.
 	write bool
+	// management calls need a management token, whatever the policies
+	// grant.
+	management bool
 	// job names the job the call acts on, from the request or, for a
 	// request naming an allocation, evaluation or deployment, from the
 	// state. "" checks the resource as a whole (the call's answer is then
@@ -59,6 +62,9 @@ func anyone() rule     { return rule{caller: callerAnyone} }
 func serverCall() rule { return rule{caller: callerServer} }
 func nodeCall() rule   { return rule{caller: callerNode} }
 func nodeWrite() rule  { return rule{caller: callerNode, write: true} }
+func management() rule {
+	return rule{resource: acl.ResourceOperator, access: acl.AccessWrite, write: true, management: true}
+}
 func read(r acl.Resource) rule {
 	return rule{resource: r, access: acl.AccessRead}
 }
@@ -131,6 +137,8 @@ var accessRules = map[string]rule{
 	droverv1.OperatorService_GarbageCollect_FullMethodName:         write(acl.ResourceOperator),
 	// A backup holds everything, token hashes included.
 	droverv1.OperatorService_SnapshotSave_FullMethodName: write(acl.ResourceOperator),
+	// A restore rewinds everything, ACLs included.
+	droverv1.OperatorService_SnapshotRestore_FullMethodName: management(),
 
 	droverv1.SchedulerService_Dequeue_FullMethodName:     serverCall(),
 	droverv1.SchedulerService_Ack_FullMethodName:         serverCall(),

@@ -77,7 +77,7 @@ func (a auditor) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	}
 	rec := &callRecord{}
 	err := handler(srv, &contextStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), callRecordKey{}, rec)})
-	if !refused(err) {
+	if !a.wanted(info.FullMethod, err) {
 		return err
 	}
 	if werr := a.log.Write(a.entry(ss.Context(), rec, info.FullMethod, nil, err)); werr != nil {

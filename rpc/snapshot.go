@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -17,6 +18,9 @@ import (
 type Snapshots interface {
 	// SaveSnapshot writes a backup of this server's state to w.
 	SaveSnapshot(ctx context.Context, w io.Writer) error
+	// RestoreSnapshot replaces the cluster's state with the backup read
+	// from r; only the leader can.
+	RestoreSnapshot(ctx context.Context, r io.Reader) (*droverv1.SnapshotRestoreResponse, error)
 }
 
 // snapshotChunkSize is the size of the chunks a backup is streamed in.
@@ -49,16 +53,13 @@ func (s *operatorService) SnapshotSave(req *droverv1.SnapshotSaveRequest, stream
 // relaySnapshot passes the leader's backup stream on to the caller, with
 // the caller's token: the leader checks it again.
 func (s *operatorService) relaySnapshot(stream droverv1.OperatorService_SnapshotSaveServer, addr string, req *droverv1.SnapshotSaveRequest) error {
-	if incomingHops(stream.Context()) >= maxHops {
-		return fmt.Errorf("snapshot save forwarded %d times without reaching the leader: %w", maxHops, ErrUnavailable)
+	ctx, err := s.leaderContext(stream.Context())
+	if err != nil {
+		return err
 	}
 	conn, err := s.peerConn(addr)
 	if err != nil {
 		return fmt.Errorf("connect to the leader at %s: %v: %w", addr, err, ErrUnavailable)
-	}
-	ctx := metadata.AppendToOutgoingContext(stream.Context(), hopsKey, strconv.Itoa(incomingHops(stream.Context())+1))
-	if secret := tokenSecret(stream.Context()); secret != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, TokenMetadataKey, secret)
 	}
 	from, err := droverv1.NewOperatorServiceClient(conn).SnapshotSave(ctx, req)
 	if err != nil {
@@ -66,7 +67,7 @@ func (s *operatorService) relaySnapshot(stream droverv1.OperatorService_Snapshot
 	}
 	for {
 		chunk, err := from.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
@@ -76,6 +77,20 @@ func (s *operatorService) relaySnapshot(stream droverv1.OperatorService_Snapshot
 			return err
 		}
 	}
+}
+
+// leaderContext is the context of a stream relayed to the leader: one hop
+// more, and the caller's token, which the leader checks again.
+func (s *operatorService) leaderContext(in context.Context) (context.Context, error) {
+	hops := incomingHops(in)
+	if hops >= maxHops {
+		return nil, fmt.Errorf("stream forwarded %d times without reaching the leader: %w", hops, ErrUnavailable)
+	}
+	ctx := metadata.AppendToOutgoingContext(in, hopsKey, strconv.Itoa(hops+1))
+	if secret := tokenSecret(in); secret != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, TokenMetadataKey, secret)
+	}
+	return ctx, nil
 }
 
 // chunkWriter sends what is written as chunks of a stream.
@@ -88,4 +103,76 @@ func (send chunkWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// SnapshotRestore restores a backup on the leader. A follower relays the
+// caller's stream to the leader.
+func (s *operatorService) SnapshotRestore(stream droverv1.OperatorService_SnapshotRestoreServer) error {
+	if s.snapshots == nil {
+		return fmt.Errorf("this server restores no snapshots: %w", ErrUnavailable)
+	}
+	switch l := s.cluster.Leader(); {
+	case l.ID == "" || (!l.Local && l.RPCAddr == ""):
+		return fmt.Errorf("no leader known to restore the snapshot: %w", ErrUnavailable)
+	case !l.Local:
+		return s.relayRestore(stream, l.RPCAddr)
+	}
+	resp, err := s.snapshots.RestoreSnapshot(stream.Context(), &chunkReader{recv: stream.Recv})
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(resp)
+}
+
+// relayRestore passes the caller's backup on to the leader, with the
+// caller's token, and the leader's answer back.
+func (s *operatorService) relayRestore(stream droverv1.OperatorService_SnapshotRestoreServer, addr string) error {
+	ctx, err := s.leaderContext(stream.Context())
+	if err != nil {
+		return err
+	}
+	conn, err := s.peerConn(addr)
+	if err != nil {
+		return fmt.Errorf("connect to the leader at %s: %v: %w", addr, err, ErrUnavailable)
+	}
+	to, err := droverv1.NewOperatorServiceClient(conn).SnapshotRestore(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := to.Send(chunk); err != nil {
+			break // the leader's answer says why
+		}
+	}
+	resp, err := to.CloseAndRecv()
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(resp)
+}
+
+// chunkReader reads the data of a stream of chunks.
+type chunkReader struct {
+	recv func() (*droverv1.SnapshotChunk, error)
+	buf  []byte
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	for len(c.buf) == 0 {
+		chunk, err := c.recv()
+		if err != nil {
+			return 0, err
+		}
+		c.buf = chunk.GetData()
+	}
+	n := copy(p, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
 }

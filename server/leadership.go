@@ -147,6 +147,12 @@ func (s *Server) monitorLeadership(observations <-chan raft.Observation) {
 				s.revokeLeadership()
 			}
 		case <-observations:
+		case done := <-s.reassert:
+			s.revokeLeadership()
+			if s.raft.Raft().State() == raft.Leader {
+				s.establishLeadership()
+			}
+			close(done)
 		case <-s.shutdownCh:
 			s.revokeLeadership()
 			return

@@ -72,9 +72,13 @@ type Server struct {
 	forming    forming
 
 	// lifetime ends when shutdown begins; background loops run under it.
-	lifetime     context.Context
-	endLifetime  context.CancelFunc
-	shutdownCh   chan struct{}
+	lifetime    context.Context
+	endLifetime context.CancelFunc
+	shutdownCh  chan struct{}
+	// reassert asks monitorLeadership to stop and start the leader's
+	// duties again, from the state as it is now (after a restore); it
+	// closes the channel sent once done.
+	reassert     chan chan struct{}
 	shutdownOnce sync.Once
 	shutdownErr  error
 	wg           sync.WaitGroup
@@ -94,7 +98,7 @@ func New(cfg Config) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Server{cfg: cfg, logger: logger, security: security, shutdownCh: make(chan struct{}), leader: newLeadership(), peers: newPeers(security.dial)}
+	s = &Server{cfg: cfg, logger: logger, security: security, shutdownCh: make(chan struct{}), reassert: make(chan chan struct{}), leader: newLeadership(), peers: newPeers(security.dial)}
 
 	// Undo what was started if a later step fails. Cleanups must not read
 	// s: the named result is nil by the time they run.

@@ -1,15 +1,25 @@
 package test_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/droverhq/drover/internal/mock"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/test/cluster"
 )
 
@@ -73,4 +83,105 @@ func TestSnapshotSaveThroughFollower(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSnapshotRestore: a backup restored into the cluster it came from,
+// after more writes, through a follower: every server converges on the
+// backup's state, and the leader's duties work from it (a new job is
+// placed). A truncated, bit-flipped or foreign file is refused by the
+// leader and nothing changes.
+func TestSnapshotRestore(t *testing.T) {
+	c := cluster.New(t, droverBin, 3)
+	ctx := within(t, testContext(t), 2*time.Minute)
+	leader := c.WaitLeader(ctx)
+	follower := c.Others(leader)[0]
+	readyNodes(ctx, t, follower.Conn(), 5)
+	saved := mock.Job(2)
+	if _, err := registerJob(ctx, follower.Conn(), saved, uuid.NewString()); err != nil {
+		t.Fatal(err)
+	}
+	waitPlaced(ctx, t, follower, saved.GetId(), 2)
+	c.WaitConverged(ctx)
+	atSave := dataDigests(ctx, t, leader)
+	path := filepath.Join(t.TempDir(), "backup.snap")
+	if out, err := exec.CommandContext(ctx, droverBin, "operator", "snapshot", "save", "-address", leader.RPCAddr(), path).CombinedOutput(); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	later := mock.Job(1)
+	if _, err := registerJob(ctx, follower.Conn(), later, uuid.NewString()); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitConverged(ctx)
+
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 0x04
+	before := dataDigests(ctx, t, leader)
+	lastWrite, err := droverv1.NewOperatorServiceClient(leader.Conn()).StateDigest(ctx, &droverv1.StateDigestRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, file := range map[string][]byte{
+		"truncated":   good[:len(good)*2/3],
+		"bit-flipped": flipped,
+		"foreign":     []byte("PK\x03\x04 not a drover snapshot at all"),
+	} {
+		_, err := restoreBytes(ctx, follower, file)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "not a valid drover snapshot") {
+			t.Errorf("restore of a %s file: %v, want InvalidArgument naming the problem", name, err)
+		}
+	}
+	if after := dataDigests(ctx, t, leader); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a refused restore changed the state")
+	}
+
+	out, err := exec.CommandContext(ctx, droverBin, "operator", "snapshot", "restore", "-address", follower.RPCAddr(), path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("snapshot restore: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	m := regexp.MustCompile(`starts at index (\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("snapshot restore printed no index:\n%s", out)
+	}
+	restoredAt, _ := strconv.ParseUint(string(m[1]), 10, 64)
+	c.WaitConverged(ctx)
+	// Indexes never go back: the restored state starts past every index
+	// handed out before, on every server.
+	for _, s := range c.Servers() {
+		d, err := droverv1.NewOperatorServiceClient(s.Conn()).StateDigest(ctx, &droverv1.StateDigestRequest{})
+		if err != nil || d.GetIndex() < restoredAt || restoredAt <= lastWrite.GetIndex() {
+			t.Errorf("%s after the restore at index %d: applied index %d (%v); the last write before was at %d", s, restoredAt, d.GetIndex(), err, lastWrite.GetIndex())
+		}
+	}
+	if got := dataDigests(ctx, t, leader); fmt.Sprint(got) != fmt.Sprint(atSave) {
+		t.Errorf("after the restore the tables differ from the save point:\nsaved    %v\nrestored %v", atSave, got)
+	}
+	if known, err := jobKnown(ctx, leader, later.GetId()); err != nil || known {
+		t.Errorf("the job registered after the save is still known after the restore (%v)", err)
+	}
+	next := mock.Job(2)
+	if _, err := registerJob(ctx, follower.Conn(), next, uuid.NewString()); err != nil {
+		t.Fatal(err)
+	}
+	waitPlaced(ctx, t, follower, next.GetId(), 2)
+}
+
+// restoreBytes sends file to SnapshotRestore on s.
+func restoreBytes(ctx context.Context, s *cluster.Server, file []byte) (*droverv1.SnapshotRestoreResponse, error) {
+	stream, err := droverv1.NewOperatorServiceClient(s.Conn()).SnapshotRestore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for len(file) > 0 {
+		n := min(len(file), 64<<10)
+		if err := stream.Send(&droverv1.SnapshotChunk{Data: file[:n]}); err != nil {
+			break
+		}
+		file = file[n:]
+	}
+	return stream.CloseAndRecv()
 }

@@ -21,6 +21,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SnapshotRestoreResponse says where the restored state starts.
+type SnapshotRestoreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Raft index of the restored state: every table's index is this one.
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// Raft index the backup was taken at.
+	BackupIndex   uint64 `protobuf:"varint,2,opt,name=backup_index,json=backupIndex,proto3" json:"backup_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRestoreResponse) Reset() {
+	*x = SnapshotRestoreResponse{}
+	mi := &file_drover_v1_operator_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRestoreResponse) ProtoMessage() {}
+
+func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_operator_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SnapshotRestoreResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SnapshotRestoreResponse) GetBackupIndex() uint64 {
+	if x != nil {
+		return x.BackupIndex
+	}
+	return 0
+}
+
 // SnapshotSaveRequest asks for a backup.
 type SnapshotSaveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -33,7 +88,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[0]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +100,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[0]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +113,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{0}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *SnapshotSaveRequest) GetStale() bool {
@@ -78,7 +133,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[1]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -90,7 +145,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[1]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -103,7 +158,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{1}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -121,7 +176,7 @@ type RaftListPeersRequest struct {
 
 func (x *RaftListPeersRequest) Reset() {
 	*x = RaftListPeersRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[2]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -133,7 +188,7 @@ func (x *RaftListPeersRequest) String() string {
 func (*RaftListPeersRequest) ProtoMessage() {}
 
 func (x *RaftListPeersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[2]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -146,7 +201,7 @@ func (x *RaftListPeersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftListPeersRequest.ProtoReflect.Descriptor instead.
 func (*RaftListPeersRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{2}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{3}
 }
 
 // RaftPeer is one server of the raft configuration.
@@ -167,7 +222,7 @@ type RaftPeer struct {
 
 func (x *RaftPeer) Reset() {
 	*x = RaftPeer{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[3]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -179,7 +234,7 @@ func (x *RaftPeer) String() string {
 func (*RaftPeer) ProtoMessage() {}
 
 func (x *RaftPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[3]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -192,7 +247,7 @@ func (x *RaftPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftPeer.ProtoReflect.Descriptor instead.
 func (*RaftPeer) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{3}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RaftPeer) GetId() string {
@@ -249,7 +304,7 @@ type RaftListPeersResponse struct {
 
 func (x *RaftListPeersResponse) Reset() {
 	*x = RaftListPeersResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[4]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +316,7 @@ func (x *RaftListPeersResponse) String() string {
 func (*RaftListPeersResponse) ProtoMessage() {}
 
 func (x *RaftListPeersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[4]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +329,7 @@ func (x *RaftListPeersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftListPeersResponse.ProtoReflect.Descriptor instead.
 func (*RaftListPeersResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{4}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RaftListPeersResponse) GetPeers() []*RaftPeer {
@@ -302,7 +357,7 @@ type RaftRemovePeerRequest struct {
 
 func (x *RaftRemovePeerRequest) Reset() {
 	*x = RaftRemovePeerRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[5]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +369,7 @@ func (x *RaftRemovePeerRequest) String() string {
 func (*RaftRemovePeerRequest) ProtoMessage() {}
 
 func (x *RaftRemovePeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[5]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +382,7 @@ func (x *RaftRemovePeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftRemovePeerRequest.ProtoReflect.Descriptor instead.
 func (*RaftRemovePeerRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{5}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RaftRemovePeerRequest) GetId() string {
@@ -356,7 +411,7 @@ type RaftRemovePeerResponse struct {
 
 func (x *RaftRemovePeerResponse) Reset() {
 	*x = RaftRemovePeerResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[6]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +423,7 @@ func (x *RaftRemovePeerResponse) String() string {
 func (*RaftRemovePeerResponse) ProtoMessage() {}
 
 func (x *RaftRemovePeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[6]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +436,7 @@ func (x *RaftRemovePeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftRemovePeerResponse.ProtoReflect.Descriptor instead.
 func (*RaftRemovePeerResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{6}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RaftRemovePeerResponse) GetIndex() uint64 {
@@ -409,7 +464,7 @@ type RaftTransferLeadershipRequest struct {
 
 func (x *RaftTransferLeadershipRequest) Reset() {
 	*x = RaftTransferLeadershipRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[7]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +476,7 @@ func (x *RaftTransferLeadershipRequest) String() string {
 func (*RaftTransferLeadershipRequest) ProtoMessage() {}
 
 func (x *RaftTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[7]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +489,7 @@ func (x *RaftTransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftTransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*RaftTransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{7}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RaftTransferLeadershipRequest) GetId() string {
@@ -454,7 +509,7 @@ type RaftTransferLeadershipResponse struct {
 
 func (x *RaftTransferLeadershipResponse) Reset() {
 	*x = RaftTransferLeadershipResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[8]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +521,7 @@ func (x *RaftTransferLeadershipResponse) String() string {
 func (*RaftTransferLeadershipResponse) ProtoMessage() {}
 
 func (x *RaftTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[8]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +534,7 @@ func (x *RaftTransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftTransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*RaftTransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{8}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RaftTransferLeadershipResponse) GetLeaderId() string {
@@ -497,7 +552,7 @@ type ServerMembersRequest struct {
 
 func (x *ServerMembersRequest) Reset() {
 	*x = ServerMembersRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[9]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +564,7 @@ func (x *ServerMembersRequest) String() string {
 func (*ServerMembersRequest) ProtoMessage() {}
 
 func (x *ServerMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[9]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +577,7 @@ func (x *ServerMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerMembersRequest.ProtoReflect.Descriptor instead.
 func (*ServerMembersRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{9}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{10}
 }
 
 // ServerHealth is one server as autopilot sees it.
@@ -552,7 +607,7 @@ type ServerHealth struct {
 
 func (x *ServerHealth) Reset() {
 	*x = ServerHealth{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[10]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +619,7 @@ func (x *ServerHealth) String() string {
 func (*ServerHealth) ProtoMessage() {}
 
 func (x *ServerHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[10]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +632,7 @@ func (x *ServerHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerHealth.ProtoReflect.Descriptor instead.
 func (*ServerHealth) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{10}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ServerHealth) GetId() string {
@@ -688,7 +743,7 @@ type ServerMembersResponse struct {
 
 func (x *ServerMembersResponse) Reset() {
 	*x = ServerMembersResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[11]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +755,7 @@ func (x *ServerMembersResponse) String() string {
 func (*ServerMembersResponse) ProtoMessage() {}
 
 func (x *ServerMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[11]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +768,7 @@ func (x *ServerMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerMembersResponse.ProtoReflect.Descriptor instead.
 func (*ServerMembersResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{11}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ServerMembersResponse) GetServers() []*ServerHealth {
@@ -759,7 +814,7 @@ type StateDigestRequest struct {
 
 func (x *StateDigestRequest) Reset() {
 	*x = StateDigestRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +826,7 @@ func (x *StateDigestRequest) String() string {
 func (*StateDigestRequest) ProtoMessage() {}
 
 func (x *StateDigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[12]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +839,7 @@ func (x *StateDigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateDigestRequest.ProtoReflect.Descriptor instead.
 func (*StateDigestRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{12}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{13}
 }
 
 type StateDigestResponse struct {
@@ -799,7 +854,7 @@ type StateDigestResponse struct {
 
 func (x *StateDigestResponse) Reset() {
 	*x = StateDigestResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +866,7 @@ func (x *StateDigestResponse) String() string {
 func (*StateDigestResponse) ProtoMessage() {}
 
 func (x *StateDigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[13]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +879,7 @@ func (x *StateDigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateDigestResponse.ProtoReflect.Descriptor instead.
 func (*StateDigestResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{13}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StateDigestResponse) GetIndex() uint64 {
@@ -849,7 +904,7 @@ type SchedulerWorkersRequest struct {
 
 func (x *SchedulerWorkersRequest) Reset() {
 	*x = SchedulerWorkersRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +916,7 @@ func (x *SchedulerWorkersRequest) String() string {
 func (*SchedulerWorkersRequest) ProtoMessage() {}
 
 func (x *SchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[14]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +929,7 @@ func (x *SchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerWorkersRequest.ProtoReflect.Descriptor instead.
 func (*SchedulerWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{14}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{15}
 }
 
 // SchedulerWorker is one scheduler worker of a server.
@@ -897,7 +952,7 @@ type SchedulerWorker struct {
 
 func (x *SchedulerWorker) Reset() {
 	*x = SchedulerWorker{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +964,7 @@ func (x *SchedulerWorker) String() string {
 func (*SchedulerWorker) ProtoMessage() {}
 
 func (x *SchedulerWorker) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[15]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +977,7 @@ func (x *SchedulerWorker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerWorker.ProtoReflect.Descriptor instead.
 func (*SchedulerWorker) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{15}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SchedulerWorker) GetId() string {
@@ -987,7 +1042,7 @@ type SchedulerWorkersResponse struct {
 
 func (x *SchedulerWorkersResponse) Reset() {
 	*x = SchedulerWorkersResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1054,7 @@ func (x *SchedulerWorkersResponse) String() string {
 func (*SchedulerWorkersResponse) ProtoMessage() {}
 
 func (x *SchedulerWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[16]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1067,7 @@ func (x *SchedulerWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerWorkersResponse.ProtoReflect.Descriptor instead.
 func (*SchedulerWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{16}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SchedulerWorkersResponse) GetServerId() string {
@@ -1065,7 +1120,7 @@ type UpdateSchedulerWorkersRequest struct {
 
 func (x *UpdateSchedulerWorkersRequest) Reset() {
 	*x = UpdateSchedulerWorkersRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1132,7 @@ func (x *UpdateSchedulerWorkersRequest) String() string {
 func (*UpdateSchedulerWorkersRequest) ProtoMessage() {}
 
 func (x *UpdateSchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[17]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1145,7 @@ func (x *UpdateSchedulerWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSchedulerWorkersRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSchedulerWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{17}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateSchedulerWorkersRequest) GetNumWorkers() int32 {
@@ -1122,7 +1177,7 @@ type SchedulerStatsRequest struct {
 
 func (x *SchedulerStatsRequest) Reset() {
 	*x = SchedulerStatsRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1189,7 @@ func (x *SchedulerStatsRequest) String() string {
 func (*SchedulerStatsRequest) ProtoMessage() {}
 
 func (x *SchedulerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[18]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1202,7 @@ func (x *SchedulerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerStatsRequest.ProtoReflect.Descriptor instead.
 func (*SchedulerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{18}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{19}
 }
 
 // BrokerQueueStats counts one scheduler type's evaluations in the broker.
@@ -1162,7 +1217,7 @@ type BrokerQueueStats struct {
 
 func (x *BrokerQueueStats) Reset() {
 	*x = BrokerQueueStats{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1229,7 @@ func (x *BrokerQueueStats) String() string {
 func (*BrokerQueueStats) ProtoMessage() {}
 
 func (x *BrokerQueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[19]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1242,7 @@ func (x *BrokerQueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerQueueStats.ProtoReflect.Descriptor instead.
 func (*BrokerQueueStats) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{19}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BrokerQueueStats) GetScheduler() JobType {
@@ -1241,7 +1296,7 @@ type SchedulerStatsResponse struct {
 
 func (x *SchedulerStatsResponse) Reset() {
 	*x = SchedulerStatsResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1308,7 @@ func (x *SchedulerStatsResponse) String() string {
 func (*SchedulerStatsResponse) ProtoMessage() {}
 
 func (x *SchedulerStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[20]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1321,7 @@ func (x *SchedulerStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerStatsResponse.ProtoReflect.Descriptor instead.
 func (*SchedulerStatsResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{20}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SchedulerStatsResponse) GetReady() int32 {
@@ -1368,7 +1423,7 @@ type GarbageCollectRequest struct {
 
 func (x *GarbageCollectRequest) Reset() {
 	*x = GarbageCollectRequest{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[21]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1435,7 @@ func (x *GarbageCollectRequest) String() string {
 func (*GarbageCollectRequest) ProtoMessage() {}
 
 func (x *GarbageCollectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[21]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1448,7 @@ func (x *GarbageCollectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GarbageCollectRequest.ProtoReflect.Descriptor instead.
 func (*GarbageCollectRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{21}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{22}
 }
 
 // GarbageCollectResponse counts what was deleted.
@@ -1412,7 +1467,7 @@ type GarbageCollectResponse struct {
 
 func (x *GarbageCollectResponse) Reset() {
 	*x = GarbageCollectResponse{}
-	mi := &file_drover_v1_operator_service_proto_msgTypes[22]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1479,7 @@ func (x *GarbageCollectResponse) String() string {
 func (*GarbageCollectResponse) ProtoMessage() {}
 
 func (x *GarbageCollectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_operator_service_proto_msgTypes[22]
+	mi := &file_drover_v1_operator_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1492,7 @@ func (x *GarbageCollectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GarbageCollectResponse.ProtoReflect.Descriptor instead.
 func (*GarbageCollectResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{22}
+	return file_drover_v1_operator_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GarbageCollectResponse) GetNodes() int64 {
@@ -1486,7 +1541,10 @@ var File_drover_v1_operator_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\n" +
-	" drover/v1/operator_service.proto\x12\tdrover.v1\x1a\x13drover/v1/job.proto\x1a\x16drover/v1/server.proto\"+\n" +
+	" drover/v1/operator_service.proto\x12\tdrover.v1\x1a\x13drover/v1/job.proto\x1a\x16drover/v1/server.proto\"R\n" +
+	"\x17SnapshotRestoreResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
+	"\fbackup_index\x18\x02 \x01(\x04R\vbackupIndex\"+\n" +
 	"\x13SnapshotSaveRequest\x12\x14\n" +
 	"\x05stale\x18\x01 \x01(\bR\x05stale\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
@@ -1599,7 +1657,7 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\x05evals\x18\x03 \x01(\x03R\x05evals\x12\x12\n" +
 	"\x04jobs\x18\x04 \x01(\x03R\x04jobs\x12!\n" +
 	"\fjob_versions\x18\x05 \x01(\x03R\vjobVersions\x12\x18\n" +
-	"\aentries\x18\x06 \x01(\x03R\aentries2\x8d\a\n" +
+	"\aentries\x18\x06 \x01(\x03R\aentries2\xe0\a\n" +
 	"\x0fOperatorService\x12R\n" +
 	"\rRaftListPeers\x12\x1f.drover.v1.RaftListPeersRequest\x1a .drover.v1.RaftListPeersResponse\x12U\n" +
 	"\x0eRaftRemovePeer\x12 .drover.v1.RaftRemovePeerRequest\x1a!.drover.v1.RaftRemovePeerResponse\x12m\n" +
@@ -1610,7 +1668,8 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\x16UpdateSchedulerWorkers\x12(.drover.v1.UpdateSchedulerWorkersRequest\x1a#.drover.v1.SchedulerWorkersResponse\x12U\n" +
 	"\x0eSchedulerStats\x12 .drover.v1.SchedulerStatsRequest\x1a!.drover.v1.SchedulerStatsResponse\x12U\n" +
 	"\x0eGarbageCollect\x12 .drover.v1.GarbageCollectRequest\x1a!.drover.v1.GarbageCollectResponse\x12J\n" +
-	"\fSnapshotSave\x12\x1e.drover.v1.SnapshotSaveRequest\x1a\x18.drover.v1.SnapshotChunk0\x01B5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\fSnapshotSave\x12\x1e.drover.v1.SnapshotSaveRequest\x1a\x18.drover.v1.SnapshotChunk0\x01\x12Q\n" +
+	"\x0fSnapshotRestore\x12\x18.drover.v1.SnapshotChunk\x1a\".drover.v1.SnapshotRestoreResponse(\x01B5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_operator_service_proto_rawDescOnce sync.Once
@@ -1624,67 +1683,70 @@ func file_drover_v1_operator_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_operator_service_proto_rawDescData
 }
 
-var file_drover_v1_operator_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_drover_v1_operator_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_drover_v1_operator_service_proto_goTypes = []any{
-	(*SnapshotSaveRequest)(nil),            // 0: drover.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),                  // 1: drover.v1.SnapshotChunk
-	(*RaftListPeersRequest)(nil),           // 2: drover.v1.RaftListPeersRequest
-	(*RaftPeer)(nil),                       // 3: drover.v1.RaftPeer
-	(*RaftListPeersResponse)(nil),          // 4: drover.v1.RaftListPeersResponse
-	(*RaftRemovePeerRequest)(nil),          // 5: drover.v1.RaftRemovePeerRequest
-	(*RaftRemovePeerResponse)(nil),         // 6: drover.v1.RaftRemovePeerResponse
-	(*RaftTransferLeadershipRequest)(nil),  // 7: drover.v1.RaftTransferLeadershipRequest
-	(*RaftTransferLeadershipResponse)(nil), // 8: drover.v1.RaftTransferLeadershipResponse
-	(*ServerMembersRequest)(nil),           // 9: drover.v1.ServerMembersRequest
-	(*ServerHealth)(nil),                   // 10: drover.v1.ServerHealth
-	(*ServerMembersResponse)(nil),          // 11: drover.v1.ServerMembersResponse
-	(*StateDigestRequest)(nil),             // 12: drover.v1.StateDigestRequest
-	(*StateDigestResponse)(nil),            // 13: drover.v1.StateDigestResponse
-	(*SchedulerWorkersRequest)(nil),        // 14: drover.v1.SchedulerWorkersRequest
-	(*SchedulerWorker)(nil),                // 15: drover.v1.SchedulerWorker
-	(*SchedulerWorkersResponse)(nil),       // 16: drover.v1.SchedulerWorkersResponse
-	(*UpdateSchedulerWorkersRequest)(nil),  // 17: drover.v1.UpdateSchedulerWorkersRequest
-	(*SchedulerStatsRequest)(nil),          // 18: drover.v1.SchedulerStatsRequest
-	(*BrokerQueueStats)(nil),               // 19: drover.v1.BrokerQueueStats
-	(*SchedulerStatsResponse)(nil),         // 20: drover.v1.SchedulerStatsResponse
-	(*GarbageCollectRequest)(nil),          // 21: drover.v1.GarbageCollectRequest
-	(*GarbageCollectResponse)(nil),         // 22: drover.v1.GarbageCollectResponse
-	nil,                                    // 23: drover.v1.StateDigestResponse.TablesEntry
-	(RaftState)(0),                         // 24: drover.v1.RaftState
-	(JobType)(0),                           // 25: drover.v1.JobType
+	(*SnapshotRestoreResponse)(nil),        // 0: drover.v1.SnapshotRestoreResponse
+	(*SnapshotSaveRequest)(nil),            // 1: drover.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),                  // 2: drover.v1.SnapshotChunk
+	(*RaftListPeersRequest)(nil),           // 3: drover.v1.RaftListPeersRequest
+	(*RaftPeer)(nil),                       // 4: drover.v1.RaftPeer
+	(*RaftListPeersResponse)(nil),          // 5: drover.v1.RaftListPeersResponse
+	(*RaftRemovePeerRequest)(nil),          // 6: drover.v1.RaftRemovePeerRequest
+	(*RaftRemovePeerResponse)(nil),         // 7: drover.v1.RaftRemovePeerResponse
+	(*RaftTransferLeadershipRequest)(nil),  // 8: drover.v1.RaftTransferLeadershipRequest
+	(*RaftTransferLeadershipResponse)(nil), // 9: drover.v1.RaftTransferLeadershipResponse
+	(*ServerMembersRequest)(nil),           // 10: drover.v1.ServerMembersRequest
+	(*ServerHealth)(nil),                   // 11: drover.v1.ServerHealth
+	(*ServerMembersResponse)(nil),          // 12: drover.v1.ServerMembersResponse
+	(*StateDigestRequest)(nil),             // 13: drover.v1.StateDigestRequest
+	(*StateDigestResponse)(nil),            // 14: drover.v1.StateDigestResponse
+	(*SchedulerWorkersRequest)(nil),        // 15: drover.v1.SchedulerWorkersRequest
+	(*SchedulerWorker)(nil),                // 16: drover.v1.SchedulerWorker
+	(*SchedulerWorkersResponse)(nil),       // 17: drover.v1.SchedulerWorkersResponse
+	(*UpdateSchedulerWorkersRequest)(nil),  // 18: drover.v1.UpdateSchedulerWorkersRequest
+	(*SchedulerStatsRequest)(nil),          // 19: drover.v1.SchedulerStatsRequest
+	(*BrokerQueueStats)(nil),               // 20: drover.v1.BrokerQueueStats
+	(*SchedulerStatsResponse)(nil),         // 21: drover.v1.SchedulerStatsResponse
+	(*GarbageCollectRequest)(nil),          // 22: drover.v1.GarbageCollectRequest
+	(*GarbageCollectResponse)(nil),         // 23: drover.v1.GarbageCollectResponse
+	nil,                                    // 24: drover.v1.StateDigestResponse.TablesEntry
+	(RaftState)(0),                         // 25: drover.v1.RaftState
+	(JobType)(0),                           // 26: drover.v1.JobType
 }
 var file_drover_v1_operator_service_proto_depIdxs = []int32{
-	3,  // 0: drover.v1.RaftListPeersResponse.peers:type_name -> drover.v1.RaftPeer
-	24, // 1: drover.v1.ServerHealth.raft_state:type_name -> drover.v1.RaftState
-	10, // 2: drover.v1.ServerMembersResponse.servers:type_name -> drover.v1.ServerHealth
-	23, // 3: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
-	25, // 4: drover.v1.SchedulerWorkersResponse.enabled_schedulers:type_name -> drover.v1.JobType
-	15, // 5: drover.v1.SchedulerWorkersResponse.workers:type_name -> drover.v1.SchedulerWorker
-	25, // 6: drover.v1.UpdateSchedulerWorkersRequest.enabled_schedulers:type_name -> drover.v1.JobType
-	25, // 7: drover.v1.BrokerQueueStats.scheduler:type_name -> drover.v1.JobType
-	19, // 8: drover.v1.SchedulerStatsResponse.by_scheduler:type_name -> drover.v1.BrokerQueueStats
-	2,  // 9: drover.v1.OperatorService.RaftListPeers:input_type -> drover.v1.RaftListPeersRequest
-	5,  // 10: drover.v1.OperatorService.RaftRemovePeer:input_type -> drover.v1.RaftRemovePeerRequest
-	7,  // 11: drover.v1.OperatorService.RaftTransferLeadership:input_type -> drover.v1.RaftTransferLeadershipRequest
-	9,  // 12: drover.v1.OperatorService.ServerMembers:input_type -> drover.v1.ServerMembersRequest
-	12, // 13: drover.v1.OperatorService.StateDigest:input_type -> drover.v1.StateDigestRequest
-	14, // 14: drover.v1.OperatorService.SchedulerWorkers:input_type -> drover.v1.SchedulerWorkersRequest
-	17, // 15: drover.v1.OperatorService.UpdateSchedulerWorkers:input_type -> drover.v1.UpdateSchedulerWorkersRequest
-	18, // 16: drover.v1.OperatorService.SchedulerStats:input_type -> drover.v1.SchedulerStatsRequest
-	21, // 17: drover.v1.OperatorService.GarbageCollect:input_type -> drover.v1.GarbageCollectRequest
-	0,  // 18: drover.v1.OperatorService.SnapshotSave:input_type -> drover.v1.SnapshotSaveRequest
-	4,  // 19: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
-	6,  // 20: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
-	8,  // 21: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
-	11, // 22: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
-	13, // 23: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
-	16, // 24: drover.v1.OperatorService.SchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
-	16, // 25: drover.v1.OperatorService.UpdateSchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
-	20, // 26: drover.v1.OperatorService.SchedulerStats:output_type -> drover.v1.SchedulerStatsResponse
-	22, // 27: drover.v1.OperatorService.GarbageCollect:output_type -> drover.v1.GarbageCollectResponse
-	1,  // 28: drover.v1.OperatorService.SnapshotSave:output_type -> drover.v1.SnapshotChunk
-	19, // [19:29] is the sub-list for method output_type
-	9,  // [9:19] is the sub-list for method input_type
+	4,  // 0: drover.v1.RaftListPeersResponse.peers:type_name -> drover.v1.RaftPeer
+	25, // 1: drover.v1.ServerHealth.raft_state:type_name -> drover.v1.RaftState
+	11, // 2: drover.v1.ServerMembersResponse.servers:type_name -> drover.v1.ServerHealth
+	24, // 3: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
+	26, // 4: drover.v1.SchedulerWorkersResponse.enabled_schedulers:type_name -> drover.v1.JobType
+	16, // 5: drover.v1.SchedulerWorkersResponse.workers:type_name -> drover.v1.SchedulerWorker
+	26, // 6: drover.v1.UpdateSchedulerWorkersRequest.enabled_schedulers:type_name -> drover.v1.JobType
+	26, // 7: drover.v1.BrokerQueueStats.scheduler:type_name -> drover.v1.JobType
+	20, // 8: drover.v1.SchedulerStatsResponse.by_scheduler:type_name -> drover.v1.BrokerQueueStats
+	3,  // 9: drover.v1.OperatorService.RaftListPeers:input_type -> drover.v1.RaftListPeersRequest
+	6,  // 10: drover.v1.OperatorService.RaftRemovePeer:input_type -> drover.v1.RaftRemovePeerRequest
+	8,  // 11: drover.v1.OperatorService.RaftTransferLeadership:input_type -> drover.v1.RaftTransferLeadershipRequest
+	10, // 12: drover.v1.OperatorService.ServerMembers:input_type -> drover.v1.ServerMembersRequest
+	13, // 13: drover.v1.OperatorService.StateDigest:input_type -> drover.v1.StateDigestRequest
+	15, // 14: drover.v1.OperatorService.SchedulerWorkers:input_type -> drover.v1.SchedulerWorkersRequest
+	18, // 15: drover.v1.OperatorService.UpdateSchedulerWorkers:input_type -> drover.v1.UpdateSchedulerWorkersRequest
+	19, // 16: drover.v1.OperatorService.SchedulerStats:input_type -> drover.v1.SchedulerStatsRequest
+	22, // 17: drover.v1.OperatorService.GarbageCollect:input_type -> drover.v1.GarbageCollectRequest
+	1,  // 18: drover.v1.OperatorService.SnapshotSave:input_type -> drover.v1.SnapshotSaveRequest
+	2,  // 19: drover.v1.OperatorService.SnapshotRestore:input_type -> drover.v1.SnapshotChunk
+	5,  // 20: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
+	7,  // 21: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
+	9,  // 22: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
+	12, // 23: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
+	14, // 24: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
+	17, // 25: drover.v1.OperatorService.SchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	17, // 26: drover.v1.OperatorService.UpdateSchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	21, // 27: drover.v1.OperatorService.SchedulerStats:output_type -> drover.v1.SchedulerStatsResponse
+	23, // 28: drover.v1.OperatorService.GarbageCollect:output_type -> drover.v1.GarbageCollectResponse
+	2,  // 29: drover.v1.OperatorService.SnapshotSave:output_type -> drover.v1.SnapshotChunk
+	0,  // 30: drover.v1.OperatorService.SnapshotRestore:output_type -> drover.v1.SnapshotRestoreResponse
+	20, // [20:31] is the sub-list for method output_type
+	9,  // [9:20] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1697,14 +1759,14 @@ func file_drover_v1_operator_service_proto_init() {
 	}
 	file_drover_v1_job_proto_init()
 	file_drover_v1_server_proto_init()
-	file_drover_v1_operator_service_proto_msgTypes[17].OneofWrappers = []any{}
+	file_drover_v1_operator_service_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_operator_service_proto_rawDesc), len(file_drover_v1_operator_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

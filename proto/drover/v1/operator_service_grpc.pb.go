@@ -29,6 +29,7 @@ const (
 	OperatorService_SchedulerStats_FullMethodName         = "/drover.v1.OperatorService/SchedulerStats"
 	OperatorService_GarbageCollect_FullMethodName         = "/drover.v1.OperatorService/GarbageCollect"
 	OperatorService_SnapshotSave_FullMethodName           = "/drover.v1.OperatorService/SnapshotSave"
+	OperatorService_SnapshotRestore_FullMethodName        = "/drover.v1.OperatorService/SnapshotRestore"
 )
 
 // OperatorServiceClient is the client API for OperatorService service.
@@ -73,6 +74,10 @@ type OperatorServiceClient interface {
 	// stale), as a gzip-compressed tar of meta.json, state.bin and
 	// SHA256SUMS (docs/operations.md, "Backups").
 	SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// SnapshotRestore replaces the whole state with a backup's, through the
+	// leader and raft, so that every server converges on it. The backup is
+	// checked whole before anything changes. Needs a management token.
+	SnapshotRestore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse], error)
 }
 
 type operatorServiceClient struct {
@@ -192,6 +197,19 @@ func (c *operatorServiceClient) SnapshotSave(ctx context.Context, in *SnapshotSa
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OperatorService_SnapshotSaveClient = grpc.ServerStreamingClient[SnapshotChunk]
 
+func (c *operatorServiceClient) SnapshotRestore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &OperatorService_ServiceDesc.Streams[1], OperatorService_SnapshotRestore_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotChunk, SnapshotRestoreResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OperatorService_SnapshotRestoreClient = grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse]
+
 // OperatorServiceServer is the server API for OperatorService service.
 // All implementations must embed UnimplementedOperatorServiceServer
 // for forward compatibility.
@@ -234,6 +252,10 @@ type OperatorServiceServer interface {
 	// stale), as a gzip-compressed tar of meta.json, state.bin and
 	// SHA256SUMS (docs/operations.md, "Backups").
 	SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// SnapshotRestore replaces the whole state with a backup's, through the
+	// leader and raft, so that every server converges on it. The backup is
+	// checked whole before anything changes. Needs a management token.
+	SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error
 	mustEmbedUnimplementedOperatorServiceServer()
 }
 
@@ -273,6 +295,9 @@ func (UnimplementedOperatorServiceServer) GarbageCollect(context.Context, *Garba
 }
 func (UnimplementedOperatorServiceServer) SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
 	return status.Error(codes.Unimplemented, "method SnapshotSave not implemented")
+}
+func (UnimplementedOperatorServiceServer) SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error {
+	return status.Error(codes.Unimplemented, "method SnapshotRestore not implemented")
 }
 func (UnimplementedOperatorServiceServer) mustEmbedUnimplementedOperatorServiceServer() {}
 func (UnimplementedOperatorServiceServer) testEmbeddedByValue()                         {}
@@ -468,6 +493,13 @@ func _OperatorService_SnapshotSave_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OperatorService_SnapshotSaveServer = grpc.ServerStreamingServer[SnapshotChunk]
 
+func _OperatorService_SnapshotRestore_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(OperatorServiceServer).SnapshotRestore(&grpc.GenericServerStream[SnapshotChunk, SnapshotRestoreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OperatorService_SnapshotRestoreServer = grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]
+
 // OperatorService_ServiceDesc is the grpc.ServiceDesc for OperatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -517,6 +549,11 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "SnapshotSave",
 			Handler:       _OperatorService_SnapshotSave_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "SnapshotRestore",
+			Handler:       _OperatorService_SnapshotRestore_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "drover/v1/operator_service.proto",

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -24,12 +25,13 @@ func operatorSnapshotCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.SetOutput(stderr)
 	return &ffcli.Command{
 		Name:       "snapshot",
-		ShortUsage: "drover operator snapshot <save|inspect> [flags] FILE",
-		ShortHelp:  "Back the cluster's state up, and check a backup.",
+		ShortUsage: "drover operator snapshot <save|inspect|restore> [flags] FILE",
+		ShortHelp:  "Back the cluster's state up, check a backup, restore one.",
 		FlagSet:    fs,
 		Subcommands: []*ffcli.Command{
 			snapshotSaveCommand(stdout, stderr),
 			snapshotInspectCommand(stdout, stderr),
+			snapshotRestoreCommand(stdout, stderr),
 		},
 		Exec: groupExec(stderr),
 	}
@@ -235,4 +237,68 @@ func printInspection(w io.Writer, in *snapshotInspection) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Table, t.Records, t.Bytes)
 	}
 	return tw.Flush()
+}
+
+func snapshotRestoreCommand(stdout, stderr io.Writer) *ffcli.Command {
+	fs := flag.NewFlagSet("drover operator snapshot restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	opts := clientFlags(fs, false)
+	return &ffcli.Command{
+		Name:       "restore",
+		ShortUsage: "drover operator snapshot restore [flags] FILE",
+		ShortHelp:  "Replace the whole cluster state with a backup's. Needs a management token.",
+		LongHelp: "The file is checked here, then sent to the leader, which checks it again\n" +
+			"before anything changes. Every server converges on the restored state.",
+		FlagSet: fs,
+		Exec: func(ctx context.Context, args []string) error {
+			if len(args) != 1 {
+				return errors.New("give exactly one backup file")
+			}
+			meta, err := verifyFile(args[0])
+			if err != nil {
+				return err
+			}
+			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
+			if err != nil {
+				return err
+			}
+			defer closeSession()
+			resp, err := sendSnapshot(ctx, droverv1.NewOperatorServiceClient(s.conn), args[0])
+			if err != nil {
+				return s.fail(ctx, "restoring "+args[0], err)
+			}
+			_, err = fmt.Fprintf(stdout, "Restored the backup of index %d (cluster %s); the state now starts at index %d\n",
+				meta.Index, meta.ClusterID, resp.GetIndex())
+			return err
+		},
+	}
+}
+
+// sendSnapshot streams a backup file to SnapshotRestore.
+func sendSnapshot(ctx context.Context, c droverv1.OperatorServiceClient, path string) (*droverv1.SnapshotRestoreResponse, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	stream, err := c.SnapshotRestore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if sendErr := stream.Send(&droverv1.SnapshotChunk{Data: bytes.Clone(buf[:n])}); sendErr != nil {
+				break // the server's answer says why
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return stream.CloseAndRecv()
 }
