@@ -163,6 +163,39 @@ func compile(snap *state.Snapshot, names []string) *acl.ACL {
 type enforcer struct {
 	resolver *resolver
 	state    func() *state.StateStore
+	// serverPeer, if set, reports whether the caller presented a server
+	// certificate (nil error). A server calling another with no token, for
+	// the cluster's own work (a server rebuilding itself from its peers
+	// lists and removes raft peers), acts as a management token: a server
+	// certificate already lets it speak raft.
+	serverPeer func(ctx context.Context) error
+}
+
+// accessorServer names a server acting for the cluster, in the audit
+// trail.
+const accessorServer = "server"
+
+var serverIdentity = &Identity{Accessor: accessorServer, ACL: acl.Management()}
+
+// asServerKey marks a forwarded call that a server made for the cluster
+// (not one it passes on for a client). Only a caller with a server
+// certificate is believed.
+const asServerKey = "drover-as-server"
+
+// resolveCaller resolves the caller of ctx: its token, or, with no token
+// and a server certificate, a server acting for the cluster: one that made
+// the call itself, or forwards a call it made.
+func (e *enforcer) resolveCaller(ctx context.Context) (*Identity, error) {
+	secret := tokenSecret(ctx)
+	if secret == "" && e.resolver.enabled && e.serverPeer != nil && (incomingHops(ctx) == 0 || forwardedAsServer(ctx)) && e.serverPeer(ctx) == nil {
+		return serverIdentity, nil
+	}
+	return e.resolver.resolve(secret)
+}
+
+func forwardedAsServer(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(asServerKey)) > 0
 }
 
 // authorize resolves the caller and checks what method needs. It returns
@@ -187,7 +220,7 @@ func (e *enforcer) authorize(ctx context.Context, method string, req any) (*Iden
 		}
 		return id, r, nil
 	}
-	id, err := e.resolver.resolve(tokenSecret(ctx))
+	id, err := e.resolveCaller(ctx)
 	if err != nil {
 		return &Identity{Accessor: accessorInvalid, ACL: acl.New()}, r, err
 	}

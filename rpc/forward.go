@@ -294,6 +294,9 @@ func (f *forwarder) forward(ctx context.Context, addr, method string, req any, h
 	if secret := tokenSecret(ctx); secret != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, TokenMetadataKey, secret)
 	}
+	if identityFrom(ctx) == serverIdentity {
+		ctx = metadata.AppendToOutgoingContext(ctx, asServerKey, "1")
+	}
 	if d, ok := ctx.Deadline(); ok {
 		ctx = metadata.AppendToOutgoingContext(ctx, deadlineKey, strconv.FormatInt(d.UnixNano(), 10))
 	}

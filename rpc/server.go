@@ -165,7 +165,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		return status.Errorf(codes.Internal, "internal error: %v", p)
 	})
 	auth := authorizer{require: cfg.RequireServerIdentity}
-	enforce := &enforcer{resolver: newResolver(cfg.ACLEnabled, b.State, nil), state: b.State}
+	enforce := &enforcer{resolver: newResolver(cfg.ACLEnabled, b.State, nil), state: b.State, serverPeer: cfg.RequireServerIdentity}
 	audit := auditor{log: cfg.Audit}
 	guard := haltGuard{halted: cfg.Halted}
 	portable := &portableGate{}

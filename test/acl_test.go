@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -113,6 +114,7 @@ func TestACLCluster(t *testing.T) {
 	}
 
 	checkFiltered(ctx, t, admin, leader, follower)
+	checkServerActsForCluster(ctx, t, c, leader, follower)
 	if _, err := droverv1.NewOperatorServiceClient(follower.Conn()).RaftTransferLeadership(ctx, &droverv1.RaftTransferLeadershipRequest{}); err != nil {
 		t.Errorf("RaftTransferLeadership with the management token: %v", err)
 	}
@@ -292,6 +294,27 @@ func checkFiltered(ctx context.Context, t *testing.T, admin droverv1.ACLServiceC
 		cancel()
 		if seen[db.GetId()] {
 			t.Errorf("the event stream on %s sent the web reader events of %s", s, db.GetId())
+		}
+	}
+}
+
+// checkServerActsForCluster: a server certificate without a token makes
+// the operator calls a server makes for the cluster (a server rebuilding
+// itself lists and removes raft peers), on a follower and, forwarded, on
+// the leader; a client certificate without a token may not.
+func checkServerActsForCluster(ctx context.Context, t *testing.T, c *cluster.Cluster, servers ...*cluster.Server) {
+	t.Helper()
+	creds, err := c.Certs().Server().ClientCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		conn := s.Dial(grpc.WithTransportCredentials(creds))
+		if _, err := droverv1.NewOperatorServiceClient(conn).RaftListPeers(as(ctx, ""), &droverv1.RaftListPeersRequest{}); err != nil {
+			t.Errorf("RaftListPeers on %s with a server certificate and no token: %v", s, err)
+		}
+		if _, err := droverv1.NewOperatorServiceClient(s.Conn()).RaftListPeers(as(ctx, ""), &droverv1.RaftListPeersRequest{}); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("RaftListPeers on %s with a client certificate and no token: %v, want PermissionDenied", s, err)
 		}
 	}
 }
