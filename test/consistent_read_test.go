@@ -2,6 +2,7 @@ package test_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -177,6 +178,13 @@ func TestLaggingFollowerStaleReads(t *testing.T) {
 		}
 		leader = c.WaitLeader(ctx, c.Others(follower)...)
 	}
+	// A follower forwards to the leader at the address in the leader's
+	// server record, written when the leader announces itself: wait for
+	// every announcement (the cluster id is written after the last one).
+	poll(ctx, t, "every server announced", func() (bool, string) {
+		info, err := serverInfo(ctx, leader)
+		return err == nil && info.GetClusterId() != "", fmt.Sprint(err)
+	})
 	before := mock.Node()
 	if _, err := registerNode(ctx, leader.Conn(), before); err != nil {
 		t.Fatal(err)

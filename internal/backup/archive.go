@@ -60,7 +60,12 @@ func Write(w io.Writer, meta Meta, state io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("encode snapshot metadata: %w", err)
 	}
-	gz := gzip.NewWriter(w)
+	// The fastest level: a backup of a large state is bound by compression,
+	// and the state compresses well even so.
+	gz, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return fmt.Errorf("snapshot compression: %w", err)
+	}
 	tw := tar.NewWriter(gz)
 	sums := map[string]string{metaName: sum(metaJSON)}
 	if err := writeEntry(tw, metaName, int64(len(metaJSON)), bytes.NewReader(metaJSON), meta.Time); err != nil {
