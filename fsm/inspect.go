@@ -39,17 +39,9 @@ type TableCount struct {
 // any state. It returns the snapshot's header.
 func InspectSnapshot(r io.Reader) (*droverv1.SnapshotHeader, []TableCount, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
-	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, snapshotMagic) {
-		return nil, nil, errors.New("not a drover snapshot (bad magic)")
-	}
-	raw, err := readRecord(br)
+	header, err := readHeader(br)
 	if err != nil {
-		return nil, nil, fmt.Errorf("header: %w", err)
-	}
-	header := &droverv1.SnapshotHeader{}
-	if err := header.UnmarshalVT(raw); err != nil {
-		return nil, nil, fmt.Errorf("header: %w", err)
+		return nil, nil, err
 	}
 	var counts []TableCount
 	at := map[recordType]int{}
@@ -86,17 +78,9 @@ func InspectSnapshot(r io.Reader) (*droverv1.SnapshotHeader, []TableCount, error
 // indexes never go back for a client, and every blocking query wakes.
 func ReindexSnapshot(r io.Reader, w io.Writer, index uint64) error {
 	br := bufio.NewReaderSize(r, 1<<20)
-	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, snapshotMagic) {
-		return errors.New("not a drover snapshot (bad magic)")
-	}
-	raw, err := readRecord(br)
+	header, err := readHeader(br)
 	if err != nil {
-		return fmt.Errorf("header: %w", err)
-	}
-	header := &droverv1.SnapshotHeader{}
-	if err := header.UnmarshalVT(raw); err != nil {
-		return fmt.Errorf("header: %w", err)
+		return err
 	}
 	header.LastIndex = index
 	rw := &recordWriter{w: w}
@@ -150,4 +134,21 @@ func (f *FSM) CheckSnapshot(r io.Reader) error {
 		err = rs.IPBlockReleases(b)
 	}
 	return err
+}
+
+// readHeader reads a snapshot's magic and header as they are, unrepaired.
+func readHeader(br *bufio.Reader) (*droverv1.SnapshotHeader, error) {
+	magic := make([]byte, len(snapshotMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || !bytes.Equal(magic, snapshotMagic) {
+		return nil, errors.New("not a drover snapshot (bad magic)")
+	}
+	raw, err := readRecord(br)
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	header := &droverv1.SnapshotHeader{}
+	if err := header.UnmarshalVT(raw); err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	return header, nil
 }

@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"iter"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -176,7 +176,7 @@ func (s *aclService) GetPolicy(ctx context.Context, req *droverv1.GetACLPolicyRe
 func (s *aclService) ListPolicies(ctx context.Context, req *droverv1.ListACLPoliciesRequest) (*droverv1.ListACLPoliciesResponse, error) {
 	policies, _, meta, err := listObjects(ctx, s.services, req.GetQuery(), state.TableACLPolicies,
 		func(snap *state.Snapshot) ([]*droverv1.ACLPolicy, string) {
-			return collect(snap.ACLPolicies(), nil), ""
+			return slices.Collect(snap.ACLPolicies()), ""
 		})
 	if err != nil {
 		return nil, err
@@ -293,7 +293,11 @@ func (s *aclService) GetToken(ctx context.Context, req *droverv1.GetACLTokenRequ
 func (s *aclService) ListTokens(ctx context.Context, req *droverv1.ListACLTokensRequest) (*droverv1.ListACLTokensResponse, error) {
 	tokens, _, meta, err := listObjects(ctx, s.services, req.GetQuery(), state.TableACLTokens,
 		func(snap *state.Snapshot) ([]*droverv1.ACLToken, string) {
-			return collect(snap.ACLTokens(), forDisplay), ""
+			tokens := slices.Collect(snap.ACLTokens())
+			for i, t := range tokens {
+				tokens[i] = forDisplay(t)
+			}
+			return tokens, ""
 		})
 	if err != nil {
 		return nil, err
@@ -307,16 +311,4 @@ func (s *aclService) Self(ctx context.Context, _ *droverv1.ACLTokenSelfRequest) 
 		return nil, err
 	}
 	return &droverv1.ACLTokenResponse{Token: forDisplay(identityFrom(ctx).Token)}, nil
-}
-
-// collect gathers seq into a slice, through conv when it is set.
-func collect[T any](seq iter.Seq[T], conv func(T) T) []T {
-	var out []T
-	for v := range seq {
-		if conv != nil {
-			v = conv(v)
-		}
-		out = append(out, v)
-	}
-	return out
 }

@@ -26,10 +26,7 @@ func (s *Server) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("snapshot save: %w", err)
 	}
-	defer func() {
-		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
-	}()
+	defer closeAndRemove(tmp)
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	if err := fsm.WriteSnapshot(bw, snap, index); err != nil {
 		return fmt.Errorf("snapshot save at index %d: %w", index, err)
