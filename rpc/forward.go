@@ -198,6 +198,9 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 			// carry a request id.
 			lastErr = fmt.Errorf("leader %s at %s: %w", leader.ID, leader.RPCAddr, err)
 		}
+		if err := f.refuseWhileFull(confirm, lastErr); err != nil {
+			return nil, err
+		}
 		if err := waitLeader(ctx, f.stopping, changed, holdUntil, poll); err != nil {
 			if errors.Is(err, errStopping) {
 				return nil, unavailable("server shutting down")
@@ -206,6 +209,29 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 		}
 		poll = min(2*poll, maxLeaderPoll)
 	}
+}
+
+// refuseWhileFull ends the hold of a write at once when no leader took it
+// and this server's own data dir is full. With every data dir full each
+// newly elected leader fails to store its first entry and steps down, so
+// leadership changes every few seconds and a held write would follow it
+// until the caller's deadline, never learning why. A full follower of a
+// leader with space refuses too, but only when an attempt failed or no
+// leader is known: the caller's retry goes to a server that can help.
+// Reads (confirm) are held as before: they need no disk.
+func (f *forwarder) refuseWhileFull(confirm bool, lastErr error) error {
+	if confirm {
+		return nil
+	}
+	info := f.cluster.Info()
+	if info.GetStorageError() == "" {
+		return nil
+	}
+	msg := fmt.Sprintf("server %s did not store the write: %s", info.GetServer().GetId(), info.GetStorageError())
+	if lastErr != nil {
+		msg += "; last attempt: " + lastErr.Error()
+	}
+	return unavailable(msg)
 }
 
 // waitLeader waits for the leader to change, for a poll interval (the

@@ -22,7 +22,8 @@ var _ rpc.Backend = (*Server)(nil)
 // Apply writes an entry through raft and returns once this server's FSM has
 // applied it. It waits at most ApplyTimeout (or until ctx's deadline, if
 // sooner) for the entry to enter the log; once in, the wait ends when it is
-// applied, or raft fails it when leadership is lost.
+// applied, when raft fails it because leadership is lost, or when this
+// server's data dir is found full (waitCommitted).
 //
 // It refuses with FAILED_PRECONDITION an entry type that some server of
 // the raft configuration does not know (see versionGate), and every entry
@@ -55,7 +56,10 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 	}
 	start := time.Now()
 	future := s.raft.Raft().Apply(data, timeout)
-	if err := future.Error(); err != nil {
+	if err := s.waitCommitted(future); err != nil {
+		if errors.Is(err, errStoppedWaiting) {
+			return 0, nil, fmt.Errorf("apply %s: %w", msgType, err)
+		}
 		return 0, nil, s.applyError(msgType, err)
 	}
 	s.instr.observeApply(msgType, len(data), time.Since(start))
@@ -65,6 +69,36 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 	}
 	return future.Index(), resp, nil
 }
+
+// waitCommitted waits for raft's answer to an entry, but not past the
+// moment this server's data dir is found full: a leader that cannot store
+// entries stays leader while its followers answer heartbeats, so an entry
+// it holds may wait until space is freed. The write committers send one
+// entry at a time, so every later caller would wait behind it; giving up
+// lets the next entry be refused at once (see Apply). The error is
+// UNAVAILABLE but does not say the write was not stored: the entry may
+// already be in the log and be applied once space is freed.
+func (s *Server) waitCommitted(future raft.ApplyFuture) error {
+	answered := make(chan error, 1)
+	go func() { answered <- future.Error() }()
+	tick := time.NewTicker(storageCheckInterval / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-answered:
+			return err
+		case <-tick.C:
+			if full := s.raft.StorageError(); full != nil {
+				return fmt.Errorf("%w: %w: server %s: %w; it may still be applied once space is freed",
+					rpc.ErrUnavailable, errStoppedWaiting, s.id, full)
+			}
+		}
+	}
+}
+
+// errStoppedWaiting marks a write whose outcome is unknown: it was handed
+// to raft but the wait for it ended (waitCommitted).
+var errStoppedWaiting = errors.New("stopped waiting for the write to commit")
 
 // portableGate scans the entries Apply proposes. Its zero value is ready.
 type portableGate struct {

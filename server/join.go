@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/droverhq/drover/fsm/state"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -115,7 +117,33 @@ func (s *Server) startClustering() {
 			}
 		}
 		retry(ctx, s.logger, "announce this server to the cluster", s.announceStep, s.LeaderChanged)
+		s.keepAnnounced(ctx)
 	}()
+}
+
+// keepAnnounced announces this server again whenever the replicated
+// record of it stops matching it: a restored backup, or a snapshot the
+// leader installs after one, holds the addresses and version the servers
+// had when the backup was taken (in a cluster rebuilt after losing every
+// server, those of servers that are gone). Until the record is right,
+// other servers cannot forward calls to this one when it leads.
+func (s *Server) keepAnnounced(ctx context.Context) {
+	var index uint64
+	for {
+		var current bool
+		next, _ := s.state.BlockingQuery(ctx, index, func(snap *state.Snapshot) (uint64, error) {
+			current = sameMember(snap.ServerByID(s.id), s.member())
+			return snap.TableIndex(state.TableServers), nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if !current {
+			s.logger.Info("the cluster's record of this server is out of date; announcing it again", "index", next)
+			retry(ctx, s.logger, "announce this server to the cluster", s.announceStep, s.LeaderChanged)
+		}
+		index = next
+	}
 }
 
 // formStep asks every -join address about itself. It bootstraps once it

@@ -150,6 +150,10 @@ func (f *Fleet) Agents() []*Agent { return f.agents }
 // and those the servers announced.
 func (f *Fleet) Servers() []string { return f.pool.servers() }
 
+// AddServers adds server addresses to those the agents use, as an
+// operator points agents at a cluster rebuilt on new machines.
+func (f *Fleet) AddServers(addrs ...string) { f.pool.learn(addrs) }
+
 // Stats returns the counters and the agents' current statuses.
 func (f *Fleet) Stats() Stats {
 	st := f.stats.snapshot()
