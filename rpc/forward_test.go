@@ -1,8 +1,13 @@
 package rpc
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -66,5 +71,46 @@ func TestNotBehind(t *testing.T) {
 		if err := notBehind(tc.applied, tc.minIndex); (err == nil) != tc.ok {
 			t.Errorf("notBehind(%d, %d) = %v, want ok %v", tc.applied, tc.minIndex, err, tc.ok)
 		}
+	}
+}
+
+// infoCluster is a Cluster that only describes this server.
+type infoCluster struct {
+	Cluster
+	info *droverv1.ServerInfoResponse
+}
+
+func (c infoCluster) Info() *droverv1.ServerInfoResponse { return c.info }
+
+func TestRefuseWhileFull(t *testing.T) {
+	full := &droverv1.ServerInfoResponse{Server: &droverv1.ServerMember{Id: "s2"}, StorageError: "data dir /d is full: 0 B free"}
+	cases := []struct {
+		name    string
+		info    *droverv1.ServerInfoResponse
+		confirm bool
+		refused bool
+	}{
+		{"a write on a full server is refused", full, false, true},
+		{"a read on a full server is held as usual", full, true, false},
+		{"a write on a server with space is held as usual", &droverv1.ServerInfoResponse{Server: full.GetServer()}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &forwarder{cluster: infoCluster{info: tc.info}}
+			err := f.refuseWhileFull(tc.confirm, errors.New("leader s1: leadership lost"))
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "server s2 did not store the write: data dir /d is full") ||
+				!strings.Contains(err.Error(), "leadership lost") {
+				t.Fatalf("got %v, want UNAVAILABLE naming the full data dir and the last attempt", err)
+			}
+			if _, ok := RetryHint(err); !ok {
+				t.Errorf("no retry hint in %v", err)
+			}
+		})
 	}
 }
