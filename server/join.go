@@ -138,7 +138,9 @@ func (s *Server) keepAnnounced(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !current {
+		// A server an operator removed from the raft configuration stays
+		// out: it only announces itself again while it is a member.
+		if !current && s.inConfiguration() {
 			s.logger.Info("the cluster's record of this server is out of date; announcing it again", "index", next)
 			retry(ctx, s.logger, "announce this server to the cluster", s.announceStep, s.LeaderChanged)
 		}

@@ -68,13 +68,28 @@ func (w *reconnectWatch) apply(ev *droverv1.Event) {
 		case droverv1.NodeStatus_NODE_STATUS_DOWN, droverv1.NodeStatus_NODE_STATUS_DISCONNECTED:
 			w.lastMissed = n.GetLastMissedHeartbeatIndex()
 		case droverv1.NodeStatus_NODE_STATUS_READY:
-			if w.nodeStatus != droverv1.NodeStatus_NODE_STATUS_READY && w.lastMissed > 0 && n.GetLastAllocUpdateIndex() <= w.lastMissed {
+			// The servers' rule (nextStatus): a node holding live
+			// allocations is ready again only after reporting them; one
+			// whose allocations all ended meanwhile (lost while it was
+			// down) has nothing to report.
+			if w.nodeStatus != droverv1.NodeStatus_NODE_STATUS_READY && w.lastMissed > 0 && n.GetLastAllocUpdateIndex() <= w.lastMissed && w.liveOn(n.GetId()) {
 				w.violate("index %d: node ready with its last allocation report at %d, not after its missed heartbeat at %d",
 					ev.GetIndex(), n.GetLastAllocUpdateIndex(), w.lastMissed)
 			}
 		}
 		w.nodeStatus = n.GetStatus()
 	}
+}
+
+// liveOn reports whether an allocation of the job on the node has not
+// ended, as the servers see it.
+func (w *reconnectWatch) liveOn(nodeID string) bool {
+	for _, a := range w.allocs {
+		if a.GetNodeId() == nodeID && !a.Terminal() {
+			return true
+		}
+	}
+	return false
 }
 
 // checkEntry checks the group after a whole raft entry: from its first
