@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -109,8 +110,24 @@ func TestRestoreAfterLosingEveryServer(t *testing.T) {
 	// old cluster's addresses, and a follower forwards through them.
 	waitAnnounced(ctx, t, fresh)
 	follower := fresh.Others(fresh.WaitLeader(ctx))[0]
-	if _, err := registerJob(ctx, follower.Conn(), mock.Job(1), uuid.NewString()); err != nil {
+	// The leader's duties run from the restored state: the broker and the
+	// workers place a new job, and the deployment watcher took up every
+	// deployment the backup had in progress.
+	next := mock.Job(1)
+	if _, err := registerJob(ctx, follower.Conn(), next, uuid.NewString()); err != nil {
 		t.Fatalf("register a job through follower %s after the restore: %v", follower, err)
+	}
+	waitPlaced(ctx, t, follower, next.GetId(), 1)
+	watched := map[string]bool{}
+	for _, e := range listEvals(ctx, t, follower) {
+		if e.GetCreateIndex() > restoredAt && e.GetTriggeredBy() == droverv1.EvalTrigger_EVAL_TRIGGER_DEPLOYMENT {
+			watched[e.GetJobId()] = true
+		}
+	}
+	for _, d := range saved.deployments {
+		if d.GetStatus() == droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING && !watched[d.GetJobId()] {
+			t.Errorf("deployment %s of job %s was in progress in the backup, and the deployment watcher did not take it up", d.GetId(), d.GetJobId())
+		}
 	}
 
 	// The agents are pointed at the new servers, and every one heartbeats.
@@ -158,6 +175,8 @@ type savedBackup struct {
 	digests map[string]string
 	allocs  map[string]*droverv1.Allocation
 	evals   map[string]*droverv1.Evaluation
+	// deployments are those of the backup.
+	deployments []*droverv1.Deployment
 }
 
 // readBackup restores the backup at path into a state store of the test's
@@ -201,7 +220,7 @@ func readBackup(t *testing.T, path string) savedBackup {
 	for e := range snap.Evals() {
 		evals[e.GetId()] = e
 	}
-	return savedBackup{meta: meta, digests: digests, allocs: allocs, evals: evals}
+	return savedBackup{meta: meta, digests: digests, allocs: allocs, evals: evals, deployments: slices.Collect(snap.Deployments())}
 }
 
 // listEvals lists every evaluation s knows.
