@@ -48,7 +48,7 @@ func devFlags(stderr io.Writer) (*flag.FlagSet, *devOptions) {
 	o := &devOptions{}
 	fs.StringVar(&o.rpcAddr, "rpc-addr", defaultAddr, "gRPC listen address of the dev server")
 	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:4651", "raft listen address of the dev server")
-	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:4646", "Prometheus metrics listen address (/metrics)")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API (/v1/...) and Prometheus metrics (/metrics) listen address")
 	fs.IntVar(&o.simNodes, "sim-nodes", 5, "number of simulated nodes")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "server log level: debug, info, warn or error")
 	return fs, o

@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// marshaler writes and reads protobuf's JSON mapping with the fields'
+// proto names (job_id, not jobId), as the protos and grpcurl spell them,
+// and leaves out fields at their zero value. A body field the message does
+// not have is an error, so that a misspelt field is not silently dropped.
+func marshaler() runtime.Marshaler {
+	return &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
+		MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{},
+	}}
+}
+
+// registrations are the services the HTTP API serves, each a generated
+// registration of its handlers. ClusterService and SchedulerService are
+// not among them: servers call them, not operators.
+func registrations() []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error {
+	return []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+		droverv1.RegisterJobServiceHandler,
+		droverv1.RegisterNodeServiceHandler,
+		droverv1.RegisterAllocServiceHandler,
+		droverv1.RegisterEvalServiceHandler,
+		droverv1.RegisterDeploymentServiceHandler,
+		droverv1.RegisterEventServiceHandler,
+		droverv1.RegisterOperatorServiceHandler,
+		droverv1.RegisterACLServiceHandler,
+	}
+}
+
+// newGateway builds the generated handlers of every operator-facing
+// service on conn.
+func newGateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error) {
+	mux := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, marshaler()),
+		runtime.WithIncomingHeaderMatcher(incomingHeader),
+		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
+		runtime.WithForwardResponseOption(indexHeaders),
+		runtime.WithErrorHandler(gatewayError),
+		runtime.WithRoutingErrorHandler(routingError),
+	)
+	for _, register := range registrations() {
+		if err := register(ctx, mux, conn); err != nil {
+			return nil, fmt.Errorf("register HTTP handlers: %w", err)
+		}
+	}
+	return mux, nil
+}
