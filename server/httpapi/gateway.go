@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -13,14 +15,36 @@ import (
 )
 
 // marshaler writes and reads protobuf's JSON mapping with the fields'
-// proto names (job_id, not jobId), as the protos and grpcurl spell them,
-// and leaves out fields at their zero value. A body field the message does
-// not have is an error, so that a misspelt field is not silently dropped.
+// proto names (job_id, not jobId), as the protos spell them, and leaves out
+// fields at their zero value. A body field the message does not have is an
+// error, so that a misspelt field is not silently dropped.
 func marshaler() runtime.Marshaler {
-	return &runtime.HTTPBodyMarshaler{Marshaler: &runtime.JSONPb{
+	return &runtime.HTTPBodyMarshaler{Marshaler: compactJSON{JSONPb: &runtime.JSONPb{
 		MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{},
-	}}
+	}}}
+}
+
+// compactJSON writes JSON without insignificant spaces. protojson adds
+// spaces at random (differently in every build) so that nobody relies on
+// its exact bytes; an HTTP API's answers are compared and grepped by
+// people, so it gives the same bytes for the same answer.
+type compactJSON struct {
+	*runtime.JSONPb
+}
+
+// Marshal is JSONPb's, compacted.
+func (c compactJSON) Marshal(v any) ([]byte, error) {
+	b, err := c.JSONPb.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.Grow(len(b))
+	if err := json.Compact(&out, b); err != nil {
+		return nil, fmt.Errorf("compact JSON: %w", err)
+	}
+	return out.Bytes(), nil
 }
 
 // registrations are the services the HTTP API serves, each a generated

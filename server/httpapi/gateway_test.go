@@ -215,6 +215,9 @@ func TestQueryAndIndexHeaders(t *testing.T) {
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatal(err)
 	}
+	if strings.Contains(string(body), " ") {
+		t.Errorf("body not compact: %s", body)
+	}
 	if _, ok := got["known_leader"]; ok {
 		t.Errorf("body not nested as the message is: %s", body)
 	}
