@@ -2,14 +2,13 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
 )
 
 // inProcessAddr names the in-process connections' peer: the HTTP API of
@@ -19,39 +18,31 @@ type inProcessAddr struct{}
 func (inProcessAddr) Network() string { return "in-process" }
 func (inProcessAddr) String() string  { return "in-process" }
 
-// errListenerClosed is what Accept and dial return once the listener is
-// closed.
-var errListenerClosed = errors.New("in-process listener closed")
+// inProcessBuffer is the bytes each direction of an in-process connection
+// holds before a writer waits for the reader: a whole answer of a list
+// usually fits, so that neither side waits on the other frame by frame as
+// with net.Pipe.
+const inProcessBuffer = 1 << 20
 
 // inProcessListener hands the server connections made in memory, so that
 // the HTTP API reaches the gRPC services through the same interceptors as
 // every other caller (admission, identity, ACLs, audit, forwarding) without
 // a socket.
 type inProcessListener struct {
-	conns     chan net.Conn
-	closeOnce sync.Once
-	done      chan struct{}
+	*bufconn.Listener
 }
 
 func newInProcessListener() *inProcessListener {
-	return &inProcessListener{conns: make(chan net.Conn), done: make(chan struct{})}
+	return &inProcessListener{Listener: bufconn.Listen(inProcessBuffer)}
 }
 
 // Accept returns the server end of the next in-process connection.
 func (l *inProcessListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, errListenerClosed
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, fmt.Errorf("accept in-process: %w", err)
 	}
-}
-
-// Close ends Accept; connections already made stay open until the server
-// closes them.
-func (l *inProcessListener) Close() error {
-	l.closeOnce.Do(func() { close(l.done) })
-	return nil
+	return inProcessConn{Conn: c}, nil
 }
 
 // Addr is the in-process address.
@@ -59,19 +50,11 @@ func (l *inProcessListener) Addr() net.Addr { return inProcessAddr{} }
 
 // dial makes a connection and hands its server end to Accept.
 func (l *inProcessListener) dial(ctx context.Context, _ string) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- inProcessConn{Conn: server}:
-		return client, nil
-	case <-l.done:
-	case <-ctx.Done():
-	}
-	_ = client.Close()
-	_ = server.Close()
-	if err := ctx.Err(); err != nil {
+	c, err := l.DialContext(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("dial in-process: %w", err)
 	}
-	return nil, fmt.Errorf("dial in-process: %w", errListenerClosed)
+	return c, nil
 }
 
 // inProcessConn marks the server end of an in-process connection, for

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -39,12 +37,34 @@ func (c compactJSON) Marshal(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	out.Grow(len(b))
-	if err := json.Compact(&out, b); err != nil {
-		return nil, fmt.Errorf("compact JSON: %w", err)
+	return compact(b), nil
+}
+
+// compact removes the spaces and line breaks outside strings from valid
+// JSON, in place. It is several times faster than json.Compact, which
+// also validates what protojson already wrote correctly.
+func compact(b []byte) []byte {
+	out := b[:0]
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == ' ' || c == '\n' || c == '\t' || c == '\r':
+			continue
+		case c == '"':
+			inString = true
+		}
+		out = append(out, c)
 	}
-	return out.Bytes(), nil
+	return out
 }
 
 // registrations are the services the HTTP API serves, each a generated

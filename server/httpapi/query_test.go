@@ -61,3 +61,16 @@ func TestRewriteQuery(t *testing.T) {
 		})
 	}
 }
+
+func TestCompact(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a": "b c", "d":[1, 2]}`:         `{"a":"b c","d":[1,2]}`,
+		"{\n  \"a\" : \"x\\\" y\"\n}":      `{"a":"x\" y"}`,
+		`{"a":"back\\", "b": "\\\\ "}`:     `{"a":"back\\","b":"\\\\ "}`,
+		`{"t":"tab	and newline\n inside"}`: `{"t":"tab	and newline\n inside"}`,
+	} {
+		if got := string(compact([]byte(in))); got != want {
+			t.Errorf("compact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
