@@ -32,11 +32,11 @@ type ErrorBody struct {
 func errorBody(s *status.Status) ErrorBody {
 	body := ErrorBody{Code: int(s.Code()), Error: codeName(s.Code()), Message: s.Message()}
 	for _, d := range s.Proto().GetDetails() {
-		b, err := protojson.Marshal(d)
+		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(d)
 		if err != nil {
 			continue // a detail of a type this binary does not know
 		}
-		body.Details = append(body.Details, b)
+		body.Details = append(body.Details, compact(b))
 	}
 	return body
 }
