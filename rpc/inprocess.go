@@ -8,8 +8,34 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/test/bufconn"
 )
+
+// HTTPPeerMetadataKey carries, on a call over the in-process connection,
+// the address of the HTTP client the call is made for, so that the audit
+// trail names it rather than the connection. It is believed only on that
+// connection: a caller from the network cannot set it for itself.
+const HTTPPeerMetadataKey = "drover-http-peer"
+
+// peerAddr is the caller's address for the audit trail: the remote address
+// of its connection, or, for the HTTP API's in-process calls, "http " and
+// the HTTP client's address.
+func peerAddr(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	if _, inProcess := p.Addr.(inProcessAddr); !inProcess {
+		return p.Addr.String()
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(HTTPPeerMetadataKey); len(v) > 0 {
+		return "http " + v[0]
+	}
+	return p.Addr.String()
+}
 
 // inProcessAddr names the in-process connections' peer: the HTTP API of
 // the same server.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
 	"github.com/droverhq/drover/internal/tlsconfig"
@@ -93,5 +94,30 @@ func TestInProcessListenerClose(t *testing.T) {
 	}
 	if _, err := l.dial(t.Context(), ""); err == nil {
 		t.Fatalf("dial after Close succeeded")
+	}
+}
+
+// TestPeerAddr checks that the HTTP client's address is believed only on
+// the in-process connection.
+func TestPeerAddr(t *testing.T) {
+	tcp := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 4000}
+	withMD := func(ctx context.Context) context.Context {
+		return metadata.NewIncomingContext(ctx, metadata.Pairs(HTTPPeerMetadataKey, "192.0.2.7:5555"))
+	}
+	tests := []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"no peer", context.Background(), ""},
+		{"network", peer.NewContext(context.Background(), &peer.Peer{Addr: tcp}), "10.0.0.1:4000"},
+		{"network claiming HTTP", withMD(peer.NewContext(context.Background(), &peer.Peer{Addr: tcp})), "10.0.0.1:4000"},
+		{"in-process", peer.NewContext(context.Background(), &peer.Peer{Addr: inProcessAddr{}}), "in-process"},
+		{"in-process for HTTP", withMD(peer.NewContext(context.Background(), &peer.Peer{Addr: inProcessAddr{}})), "http 192.0.2.7:5555"},
+	}
+	for _, tt := range tests {
+		if got := peerAddr(tt.ctx); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

@@ -93,6 +93,7 @@ func newGateway(ctx context.Context, conn *grpc.ClientConn) (http.Handler, error
 		runtime.WithForwardResponseOption(indexHeaders),
 		runtime.WithErrorHandler(gatewayError),
 		runtime.WithRoutingErrorHandler(routingError),
+		runtime.WithMetadata(clientAddr),
 	)
 	for _, register := range registrations() {
 		if err := register(ctx, mux, conn); err != nil {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/rpc"
 )
 
 // fakeJobs answers JobService calls from a table and records what it got.
@@ -179,6 +180,9 @@ func TestTokenHeadersOnly(t *testing.T) {
 			}
 			if _, ok := tt.want["x-drover-token"]; !ok && len(md.Get("x-drover-token")) > 0 {
 				t.Errorf("token metadata %q from no token header", md.Get("x-drover-token"))
+			}
+			if got := md.Get(rpc.HTTPPeerMetadataKey); len(got) != 1 || !strings.HasPrefix(got[0], "127.0.0.1:") {
+				t.Errorf("HTTP client address %q, want the connection's", got)
 			}
 			for _, k := range trusted {
 				if got := md.Get(k); len(got) > 0 {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -38,6 +39,12 @@ func incomingHeader(key string) (string, bool) {
 		return rpc.TokenMetadataKey, true
 	}
 	return "", false
+}
+
+// clientAddr names the HTTP client in the call's metadata, for the audit
+// trail. The gateway's annotations replace any header of the same name.
+func clientAddr(_ context.Context, r *http.Request) metadata.MD {
+	return metadata.Pairs(rpc.HTTPPeerMetadataKey, r.RemoteAddr)
 }
 
 // outgoingHeader passes no response metadata on as headers: the services
