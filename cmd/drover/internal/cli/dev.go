@@ -208,6 +208,7 @@ Data is in a temporary directory, removed when you press Ctrl-C.
   drover node status%s
   drover eval list%s
   go run github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3 -plaintext -d '{}' %s drover.v1.EventService/Stream
+  curl -s http://%s/v1/job/%s
   http://%s/metrics
 
 Roll out its next version (more memory), one allocation at a time, each
@@ -218,7 +219,7 @@ healthy 2s after it starts, as its update block says:
   drover deployment list%s
 
 job run follows the rollout to its end; job status shows it too.
-`, rpcAddr, nodes, jobID, addrFlag, jobID, addrFlag, addrFlag, rpcAddr, httpAddr,
+`, rpcAddr, nodes, jobID, addrFlag, jobID, addrFlag, addrFlag, rpcAddr, httpAddr, jobID, httpAddr,
 		addrFlag, nextFile, addrFlag, nextFile, addrFlag)
 }
 
