@@ -103,5 +103,6 @@ func parseWait(v string) (time.Duration, error) {
 // blocking query or the event stream. Shutdown ends those rather than wait
 // for them.
 func isLongLived(r *http.Request) bool {
-	return r.URL.Path == eventStreamPath || r.URL.Query().Has("index")
+	q := r.URL.Query()
+	return r.URL.Path == eventStreamPath || q.Has("index") || q.Has("query.min_index")
 }

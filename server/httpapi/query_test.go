@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/http/httptest"
 	"net/url"
 	"testing"
 )
@@ -71,6 +72,21 @@ func TestCompact(t *testing.T) {
 	} {
 		if got := string(compact([]byte(in))); got != want {
 			t.Errorf("compact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestIsLongLived(t *testing.T) {
+	for target, want := range map[string]bool{
+		"/v1/jobs":                   false,
+		"/v1/jobs?stale":             false,
+		"/v1/jobs?index=3":           true,
+		"/v1/jobs?query.min_index=3": true,
+		"/v1/event/stream":           true,
+	} {
+		r := httptest.NewRequest("GET", target, nil)
+		if got := isLongLived(r); got != want {
+			t.Errorf("isLongLived(%s) = %v, want %v", target, got, want)
 		}
 	}
 }
