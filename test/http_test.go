@@ -285,9 +285,24 @@ func checkStaleRead(ctx context.Context, t *testing.T, follower *cluster.Server)
 // it sees a job registered after the stream began.
 func checkEventStream(ctx context.Context, t *testing.T, s *cluster.Server) {
 	t.Helper()
+	// The stream starts after the index of now and so holds the job
+	// registered below, however the two race: the answer's headers only
+	// come with its first batch.
+	now, err := callHTTP(ctx, s.Info().HTTPAddr, "GET", "/v1/jobs", nil, nil)
+	if err != nil || now.status != http.StatusOK {
+		t.Fatalf("GET /v1/jobs: %v %d", err, now.status)
+	}
+	job := mock.Job(1)
+	job.Id, job.Name = "streamed", "streamed"
+	registered := make(chan error, 1)
+	go func() {
+		_, err := registerJob(ctx, s.Conn(), job, "")
+		registered <- err
+	}()
 	streamCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(streamCtx, "GET", "http://"+s.Info().HTTPAddr+"/v1/event/stream?topics=TOPIC_JOB", nil)
+	url := fmt.Sprintf("http://%s/v1/event/stream?topics=TOPIC_JOB&index=%d", s.Info().HTTPAddr, indexOf(t, now))
+	req, err := http.NewRequestWithContext(streamCtx, "GET", url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,10 +314,7 @@ func checkEventStream(ctx context.Context, t *testing.T, s *cluster.Server) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("event stream: %d", resp.StatusCode)
 	}
-	// The stream's headers arrived: it is subscribed.
-	job := mock.Job(1)
-	job.Id, job.Name = "streamed", "streamed"
-	if _, err := registerJob(ctx, s.Conn(), job, ""); err != nil {
+	if err := <-registered; err != nil {
 		t.Fatal(err)
 	}
 	lines := bufio.NewScanner(resp.Body)
