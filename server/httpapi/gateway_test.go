@@ -293,6 +293,37 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestCrossOriginWritesRefused checks that a browser cannot be made to
+// write for a page of another site, while reads and programs go through.
+func TestCrossOriginWritesRefused(t *testing.T) {
+	s, fake := startFake(t)
+	tests := []struct {
+		method, path string
+		header       http.Header
+		status       int
+	}{
+		{"DELETE", "/v1/job/web", http.Header{"Sec-Fetch-Site": {"cross-site"}}, http.StatusForbidden},
+		{"DELETE", "/v1/job/web", http.Header{"Origin": {"https://evil.example"}}, http.StatusForbidden},
+		{"DELETE", "/v1/job/web", http.Header{"Sec-Fetch-Site": {"same-origin"}}, http.StatusOK},
+		{"DELETE", "/v1/job/web", nil, http.StatusOK},
+		{"GET", "/v1/jobs", http.Header{"Sec-Fetch-Site": {"cross-site"}}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		req := newRequest(t, tt.method, "http://"+s.Addr()+tt.path, nil)
+		for k, v := range tt.header {
+			req.Header[k] = v
+		}
+		resp, body := do(t, req)
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s %s with %v: %d %s, want %d", tt.method, tt.path, tt.header, resp.StatusCode, body, tt.status)
+		}
+		if tt.method == "GET" && resp.StatusCode == http.StatusOK {
+			<-fake.md
+			<-fake.list
+		}
+	}
+}
+
 // TestShutdownEndsBlockingQueries checks that a blocking query does not
 // hold the server's shutdown up.
 func TestShutdownEndsBlockingQueries(t *testing.T) {

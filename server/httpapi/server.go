@@ -107,8 +107,20 @@ func (s *Server) handler(ctx context.Context, cfg Config) (http.Handler, error) 
 		return nil, err
 	}
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
-	mux.Handle("/v1/", s.api(gw, cfg.MaxBodyBytes))
+	mux.Handle("/v1/", crossOriginGuard().Handler(s.api(gw, cfg.MaxBodyBytes)))
 	return mux, nil
+}
+
+// crossOriginGuard refuses writes a browser makes for a page of another
+// site: without it, any web page an operator opens could register jobs on
+// a server without ACLs on the operator's loopback address. Reads, curl
+// and other programs are let through.
+func crossOriginGuard() *http.CrossOriginProtection {
+	guard := http.NewCrossOriginProtection()
+	guard.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, status.Errorf(codes.PermissionDenied, "%s %s: cross-origin request from a browser refused", r.Method, r.URL.Path))
+	}))
+	return guard
 }
 
 // api bounds the body, rewrites the query parameters, and ties blocking
