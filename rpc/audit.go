@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -116,9 +115,7 @@ func (a auditor) entry(ctx context.Context, rec *callRecord, method string, req 
 			e.Accessor = "node:" + n.GetNodeId()
 		}
 	}
-	if p, ok := peer.FromContext(ctx); ok {
-		e.Peer = p.Addr.String()
-	}
+	e.Peer = peerAddr(ctx)
 	if m, ok := req.(proto.Message); ok {
 		e.IDs = audit.RequestIDs(m)
 	}

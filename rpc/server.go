@@ -111,6 +111,10 @@ type Server struct {
 	conns    *connLimit
 	cancel   context.CancelFunc
 	halted   func() error
+	// inProcess is the listener of DialInProcess's connections.
+	inProcess *inProcessListener
+	// maxRecvMsgSize bounds a request.
+	maxRecvMsgSize int
 
 	// servingMu orders SetServing calls, so that one racing a halt cannot
 	// report SERVING after the halt's NOT_SERVING.
@@ -171,9 +175,10 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	portable := &portableGate{}
 	limits := cfg.Limits.withDefaults()
 	admit := newAdmission(limits, logger)
+	maxRecv := orDefault(cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(Codec{}),
-		grpc.MaxRecvMsgSize(orDefault(cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)),
+		grpc.MaxRecvMsgSize(maxRecv),
 		grpc.MaxSendMsgSize(defaultMaxSendMsgSize),
 		grpc.MaxConcurrentStreams(uint32(limits.MaxStreamsPerConn)),
 		// Agents hold connections for hours: probe idle ones so a vanished
@@ -195,7 +200,9 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, portable.stream, guard.stream, auth.stream, audit.stream, enforce.stream),
 	}
 	if cfg.Credentials != nil {
-		opts = append(opts, grpc.Creds(cfg.Credentials))
+		// In-process connections (the HTTP API) skip TLS and carry no
+		// certificate.
+		opts = append(opts, grpc.Creds(inProcessCreds{TransportCredentials: cfg.Credentials}))
 	}
 	gs := grpc.NewServer(opts...)
 	droverv1.RegisterNodeServiceServer(gs, &nodeService{services: svc})
@@ -216,12 +223,16 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	return &Server{grpc: gs, health: hs, services: svc, forward: fwd, admit: admit,
-		conns: newConnLimit(limits.MaxConnsPerIP, logger), cancel: cancel, halted: cfg.Halted}
+		conns: newConnLimit(limits.MaxConnsPerIP, logger), cancel: cancel, halted: cfg.Halted,
+		inProcess: newInProcessListener(), maxRecvMsgSize: maxRecv}
 }
 
-// Serve accepts connections on l, within the limit per address, until
-// Stop.
-func (s *Server) Serve(l net.Listener) error { return s.grpc.Serve(s.conns.listener(l)) }
+// Serve accepts connections on l, within the limit per address, and those
+// of DialInProcess, until Stop.
+func (s *Server) Serve(l net.Listener) error {
+	go func() { _ = s.grpc.Serve(s.inProcess) }()
+	return s.grpc.Serve(s.conns.listener(l))
+}
 
 // SetServing reports the drover services as serving or not in
 // grpc.health.v1; the server calls it as it gains and loses a known leader

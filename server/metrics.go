@@ -2,16 +2,14 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/pprof"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+
+	"github.com/droverhq/drover/server/httpapi"
 )
 
 // newRegistry builds the server's own Prometheus registry (never the
@@ -29,41 +27,40 @@ func (s *Server) newRegistry(more ...prometheus.Collector) *prometheus.Registry 
 	return reg
 }
 
-// httpServer serves /metrics (and, with EnablePprof, /debug/pprof/) on the
-// HTTP address when one is configured.
+// httpServer is the HTTP server on the HTTP address, when one is
+// configured: the JSON API, /metrics and, with EnablePprof, /debug/pprof/.
 type httpServer struct {
-	srv      *http.Server
-	listener net.Listener
+	api *httpapi.Server
+	// conn is the API's in-process connection to the gRPC server.
+	conn *grpc.ClientConn
 }
 
 func (s *Server) startHTTP() (*httpServer, error) {
 	if s.cfg.HTTPAddr == "" {
 		return nil, nil
 	}
-	l, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	conn, err := s.rpc.DialInProcess()
 	if err != nil {
-		return nil, fmt.Errorf("listen for HTTP on %s: %w", s.cfg.HTTPAddr, err)
+		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}))
-	if s.cfg.EnablePprof {
-		// Profiles expose internals and cost CPU while taken: only on
-		// request, and only on an address operators chose.
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	api, err := httpapi.Listen(s.lifetime, httpapi.Config{
+		Addr:        s.cfg.HTTPAddr,
+		Conn:        conn,
+		Metrics:     promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}),
+		EnablePprof: s.cfg.EnablePprof,
+		Logger:      s.logger.With("component", "http"),
+	})
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
 	}
-	h := &httpServer{listener: l, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := h.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	h := &httpServer{api: api, conn: conn}
+	s.wg.Go(func() {
+		if err := api.Serve(); err != nil {
 			s.logger.Error("HTTP server failed", "err", err)
 		}
-	}()
-	s.logger.Info("serving metrics", "addr", l.Addr().String())
+	})
+	s.logger.Info("serving HTTP API and metrics", "addr", api.Addr())
 	return h, nil
 }
 
@@ -72,13 +69,16 @@ func (h *httpServer) addr() string {
 	if h == nil {
 		return ""
 	}
-	return h.listener.Addr().String()
+	return h.api.Addr()
 }
 
+// stop ends the HTTP server and its connection to the gRPC server.
 func (h *httpServer) stop(ctx context.Context) {
-	if h != nil {
-		_ = h.srv.Shutdown(ctx)
+	if h == nil {
+		return
 	}
+	_ = h.api.Shutdown(ctx)
+	_ = h.conn.Close()
 }
 
 // slogPrinter passes promhttp's error lines to the server's log.
@@ -86,8 +86,8 @@ type slogPrinter struct{ s *Server }
 
 func (p slogPrinter) Println(v ...any) { p.s.logger.Error("metrics endpoint", "err", fmt.Sprint(v...)) }
 
-// HTTPAddr is the bound address of the metrics endpoint, or "" when it is
-// off.
+// HTTPAddr is the bound address of the HTTP API and metrics, or "" when
+// it is off.
 func (s *Server) HTTPAddr() string { return s.http.addr() }
 
 // Registry is the server's Prometheus registry, for collectors that live

@@ -48,7 +48,7 @@ func devFlags(stderr io.Writer) (*flag.FlagSet, *devOptions) {
 	o := &devOptions{}
 	fs.StringVar(&o.rpcAddr, "rpc-addr", defaultAddr, "gRPC listen address of the dev server")
 	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:4651", "raft listen address of the dev server")
-	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:4646", "Prometheus metrics listen address (/metrics)")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API (/v1/...) and Prometheus metrics (/metrics) listen address")
 	fs.IntVar(&o.simNodes, "sim-nodes", 5, "number of simulated nodes")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "server log level: debug, info, warn or error")
 	return fs, o
@@ -208,6 +208,7 @@ Data is in a temporary directory, removed when you press Ctrl-C.
   drover node status%s
   drover eval list%s
   go run github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.3 -plaintext -d '{}' %s drover.v1.EventService/Stream
+  curl -s http://%s/v1/job/%s
   http://%s/metrics
 
 Roll out its next version (more memory), one allocation at a time, each
@@ -218,7 +219,7 @@ healthy 2s after it starts, as its update block says:
   drover deployment list%s
 
 job run follows the rollout to its end; job status shows it too.
-`, rpcAddr, nodes, jobID, addrFlag, jobID, addrFlag, addrFlag, rpcAddr, httpAddr,
+`, rpcAddr, nodes, jobID, addrFlag, jobID, addrFlag, addrFlag, rpcAddr, httpAddr, jobID, httpAddr,
 		addrFlag, nextFile, addrFlag, nextFile, addrFlag)
 }
 
