@@ -294,8 +294,9 @@ func TestCommandOutput(t *testing.T) {
       "stable_since": "0",
       "last_index": "120",
       "last_term": "2",
-      "last_contact": "0",
-      "error": ""
+      "last_contact_ns": "0",
+      "error": "",
+      "last_contact": null
     },
     {
       "id": "s2",
@@ -309,8 +310,9 @@ func TestCommandOutput(t *testing.T) {
       "stable_since": "0",
       "last_index": "120",
       "last_term": "2",
-      "last_contact": "0",
-      "error": ""
+      "last_contact_ns": "0",
+      "error": "",
+      "last_contact": null
     },
     {
       "id": "s3",
@@ -324,8 +326,9 @@ func TestCommandOutput(t *testing.T) {
       "stable_since": "0",
       "last_index": "0",
       "last_term": "0",
-      "last_contact": "0",
-      "error": "not answering"
+      "last_contact_ns": "0",
+      "error": "not answering",
+      "last_contact": null
     }
   ],
   "leader_id": "s1",
