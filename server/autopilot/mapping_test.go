@@ -256,7 +256,7 @@ func TestBuildMembers(t *testing.T) {
 		}
 		want := []*droverv1.ServerHealth{
 			{Id: "a", RpcAddr: "ga", RaftAddr: "ra", Version: "0.3.0", RaftState: droverv1.RaftState_RAFT_STATE_LEADER,
-				Voter: true, Leader: true, Healthy: true, StableSince: stable.UnixNano(), LastIndex: 10, LastTerm: 2},
+				Voter: true, Leader: true, Healthy: true, StableSince: stable.UnixNano(), LastIndex: 10, LastTerm: 2, LastContact: durationpb.New(0)},
 			{Id: "b", RpcAddr: "gb", RaftAddr: "rb", Version: "0.2.0", RaftState: droverv1.RaftState_RAFT_STATE_UNSPECIFIED,
 				Voter: true, StableSince: stable.UnixNano(), LastIndex: 9, LastTerm: 2, Error: "connection refused"},
 			{Id: "c", RpcAddr: "gc", RaftAddr: "rc", Version: "0.2.0", RaftState: droverv1.RaftState_RAFT_STATE_FOLLOWER,
