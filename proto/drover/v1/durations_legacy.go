@@ -156,10 +156,14 @@ func (r *UpdateNodeDrainRequest) EffectiveDeadline() time.Duration {
 	return legacyDuration(r.GetDeadline(), r.GetDeadlineNs())
 }
 
-// SetHeartbeatTTL sets heartbeat_ttl. For one release it also sets the
-// legacy heartbeat_ttl_ns to the same value, so that agents built before
-// 0.3, which read only that, keep their TTL instead of seeing zero.
+// SetHeartbeatTTL sets heartbeat_ttl, cut to whole milliseconds so that it
+// reads "11.753s" rather than "11.753669316s" (cut, never rounded up: the
+// agent must not be told later than the server's timer). For one release
+// it also sets the legacy heartbeat_ttl_ns to the same value, so that
+// agents built before 0.3, which read only that, keep their TTL instead of
+// seeing zero.
 func (r *RegisterNodeResponse) SetHeartbeatTTL(ttl time.Duration) {
+	ttl = ttl.Truncate(time.Millisecond)
 	r.HeartbeatTtl = durationpb.New(ttl)
 	r.HeartbeatTtlNs = int64(ttl)
 }
@@ -167,6 +171,7 @@ func (r *RegisterNodeResponse) SetHeartbeatTTL(ttl time.Duration) {
 // SetHeartbeatTTL sets heartbeat_ttl and, for one release, the legacy
 // heartbeat_ttl_ns (see RegisterNodeResponse.SetHeartbeatTTL).
 func (r *UpdateNodeStatusResponse) SetHeartbeatTTL(ttl time.Duration) {
+	ttl = ttl.Truncate(time.Millisecond)
 	r.HeartbeatTtl = durationpb.New(ttl)
 	r.HeartbeatTtlNs = int64(ttl)
 }

@@ -91,9 +91,9 @@ func TestSetLegacyResponseFields(t *testing.T) {
 	reg := &RegisterNodeResponse{}
 	reg.SetHeartbeatTTL(15 * time.Second)
 	beat := &UpdateNodeStatusResponse{}
-	beat.SetHeartbeatTTL(12 * time.Second)
+	beat.SetHeartbeatTTL(12*time.Second + 345678901)
 	if reg.GetHeartbeatTtl().AsDuration() != 15*time.Second || reg.GetHeartbeatTtlNs() != int64(15*time.Second) ||
-		beat.GetHeartbeatTtl().AsDuration() != 12*time.Second || beat.GetHeartbeatTtlNs() != int64(12*time.Second) {
+		beat.GetHeartbeatTtl().AsDuration() != 12345*time.Millisecond || beat.GetHeartbeatTtlNs() != int64(12345*time.Millisecond) {
 		t.Errorf("heartbeat TTLs: register %v, heartbeat %v; want both fields set", reg, beat)
 	}
 	never := &ServerInfoResponse{}

@@ -294,7 +294,6 @@ func TestCommandOutput(t *testing.T) {
       "stable_since": "0",
       "last_index": "120",
       "last_term": "2",
-      "last_contact_ns": "0",
       "error": "",
       "last_contact": null
     },
@@ -310,7 +309,6 @@ func TestCommandOutput(t *testing.T) {
       "stable_since": "0",
       "last_index": "120",
       "last_term": "2",
-      "last_contact_ns": "0",
       "error": "",
       "last_contact": null
     },
@@ -326,7 +324,6 @@ func TestCommandOutput(t *testing.T) {
       "stable_since": "0",
       "last_index": "0",
       "last_term": "0",
-      "last_contact_ns": "0",
       "error": "not answering",
       "last_contact": null
     }
