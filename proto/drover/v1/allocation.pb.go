@@ -770,7 +770,7 @@ type RescheduleEvent struct {
 	//
 	// Deprecated: Marked as deprecated in drover/v1/allocation.proto.
 	DelayNs int64 `protobuf:"varint,4,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
-	// Delay applied before this reschedule.
+	// Delay applied before this reschedule; unset when there was none.
 	Delay         *durationpb.Duration `protobuf:"bytes,5,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
