@@ -57,6 +57,8 @@ func (f *FSM) SetHooks(h Hooks) { f.hooks = h }
 //
 // Strings that are not valid UTF-8, which older servers let into the log,
 // are repaired before they are applied (see makePortable).
+// Durations that releases before 0.3 wrote as nanoseconds are moved into
+// their Duration fields (see upgradeLegacy).
 //
 // An entry of a type this server's release does not know is skipped when
 // the type is marked ignorable. Otherwise (an unknown type below 128, or an
@@ -80,6 +82,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		f.logger.Warn("repaired a raft entry holding invalid UTF-8 or malformed unknown fields, written by an older server",
 			"index", l.Index, "type", msgType, "repaired", n)
 	}
+	upgradeLegacy(msg)
 	return f.apply(l.Index, msgType, msg)
 }
 

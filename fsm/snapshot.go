@@ -221,6 +221,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.logger.Warn("repaired snapshot records holding invalid UTF-8 or malformed unknown fields, written by an older server",
 			"index", index, "records", sr.repaired)
 	}
+	if sr.upgraded > 0 {
+		f.logger.Info("upgraded snapshot records holding nanosecond durations, written by a release before 0.3",
+			"index", index, "records", sr.upgraded)
+	}
 	f.logger.Info("restored state from snapshot", "index", index)
 	return nil
 }
@@ -245,8 +249,10 @@ type snapshotReader struct {
 	f  *FSM
 	r  *bufio.Reader
 	rs *state.Restorer
-	// repaired counts the records repaired.
+	// repaired counts the records repaired; upgraded those holding
+	// durations in the nanosecond fields of releases before 0.3.
 	repaired int
+	upgraded int
 }
 
 // read feeds every record to the restorer and returns the snapshot's
@@ -331,6 +337,9 @@ func (sr *snapshotReader) message(m vtMessage) error {
 	}
 	if sr.f.makePortable(m, buf) > 0 {
 		sr.repaired++
+	}
+	if upgradeLegacy(m) {
+		sr.upgraded++
 	}
 	return nil
 }

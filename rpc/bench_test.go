@@ -10,6 +10,7 @@ import (
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/testserver"
@@ -115,7 +116,7 @@ func BenchmarkGetAllocsWakeup(b *testing.B) {
 		done := make(chan uint64, 1)
 		go func() {
 			resp, err := nodes.GetAllocs(context.Background(), &droverv1.GetAllocsRequest{
-				NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: index, MaxWait: int64(time.Minute)})
+				NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: index, MaxWait: durationpb.New(time.Minute)})
 			if err != nil {
 				b.Error(err)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -22,7 +23,7 @@ func (e *env) deploy(job *droverv1.Job, autoRevert bool, canaries int32) *drover
 	d := &droverv1.Deployment{Id: mock.ID(), JobId: job.GetId(), JobVersion: j.GetJob().GetVersion(),
 		JobCreateIndex: j.GetJob().GetCreateIndex(), JobModifyIndex: j.GetJob().GetJobModifyIndex(),
 		Groups: map[string]*droverv1.DeploymentGroup{job.GetTaskGroups()[0].GetName(): {
-			DesiredTotal: 1, DesiredCanaries: canaries, AutoRevert: autoRevert, ProgressDeadline: int64(time.Minute)}}}
+			DesiredTotal: 1, DesiredCanaries: canaries, AutoRevert: autoRevert, ProgressDeadline: durationpb.New(time.Minute)}}}
 	e.apply(droverv1.MessageTypePlanResult, &droverv1.PlanResultEntry{Deployment: d, AppliedAt: 1})
 	return d
 }

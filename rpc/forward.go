@@ -129,7 +129,7 @@ func (f *forwarder) route(method string, req any) (leader, confirm bool) {
 		return false, false
 	}
 	opts := q.GetQuery()
-	if opts.GetAllowStale() && opts.GetMaxStale() > 0 && tooStale(f.lastContact(), time.Duration(opts.GetMaxStale())) {
+	if opts.GetAllowStale() && opts.EffectiveMaxStale() > 0 && tooStale(f.lastContact(), opts.EffectiveMaxStale()) {
 		opts.AllowStale = false
 	}
 	if opts.GetAllowStale() {

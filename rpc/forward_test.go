@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -34,11 +35,11 @@ func TestRoute(t *testing.T) {
 		{"a stale read is answered here", droverv1.JobService_Get_FullMethodName,
 			&droverv1.GetJobRequest{Query: &droverv1.QueryOptions{AllowStale: true}}, time.Hour, false, false, true},
 		{"within max_stale", droverv1.JobService_Get_FullMethodName,
-			&droverv1.GetJobRequest{Query: &droverv1.QueryOptions{AllowStale: true, MaxStale: second}}, 500 * time.Millisecond, false, false, true},
+			&droverv1.GetJobRequest{Query: &droverv1.QueryOptions{AllowStale: true, MaxStale: durationpb.New(time.Duration(second))}}, 500 * time.Millisecond, false, false, true},
 		{"beyond max_stale it becomes consistent", droverv1.JobService_Get_FullMethodName,
-			&droverv1.GetJobRequest{Query: &droverv1.QueryOptions{AllowStale: true, MaxStale: second}}, 2 * time.Second, true, true, false},
+			&droverv1.GetJobRequest{Query: &droverv1.QueryOptions{AllowStale: true, MaxStale: durationpb.New(time.Duration(second))}}, 2 * time.Second, true, true, false},
 		{"never in touch with a leader", droverv1.NodeService_Get_FullMethodName,
-			&droverv1.GetNodeRequest{Query: &droverv1.QueryOptions{AllowStale: true, MaxStale: second}}, -1, true, true, false},
+			&droverv1.GetNodeRequest{Query: &droverv1.QueryOptions{AllowStale: true, MaxStale: durationpb.New(time.Duration(second))}}, -1, true, true, false},
 		{"never in touch, any staleness accepted", droverv1.NodeService_Get_FullMethodName,
 			&droverv1.GetNodeRequest{Query: &droverv1.QueryOptions{AllowStale: true}}, -1, false, false, true},
 		{"agents' long poll is answered here", droverv1.NodeService_GetAllocs_FullMethodName,

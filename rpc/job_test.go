@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/fsm/state"
 	"github.com/droverhq/drover/internal/mock"
@@ -104,7 +105,13 @@ func TestJobRegisterRejections(t *testing.T) {
 		{"spread over 100%", func(j *droverv1.Job) {
 			j.TaskGroups[0].Spreads = []*droverv1.Spread{{Attribute: "rack", Targets: []*droverv1.SpreadTarget{{Value: "a", Percent: 70}, {Value: "b", Percent: 40}}}}
 		}, "job.task_groups[0].spreads[0].targets"},
-		{"negative disconnect", func(j *droverv1.Job) { j.TaskGroups[0].MaxClientDisconnect = -1 }, "job.task_groups[0].max_client_disconnect"},
+		{"negative disconnect", func(j *droverv1.Job) { j.TaskGroups[0].MaxClientDisconnect = durationpb.New(-time.Second) }, "job.task_groups[0].max_client_disconnect"},
+		// A client built before 0.3 sends nanoseconds in the legacy field:
+		// moved to the Duration field, it is checked under its name.
+		{"negative legacy disconnect", func(j *droverv1.Job) { j.TaskGroups[0].MaxClientDisconnectNs = -1 }, "job.task_groups[0].max_client_disconnect"},
+		{"invalid disconnect", func(j *droverv1.Job) {
+			j.TaskGroups[0].MaxClientDisconnect = &durationpb.Duration{Seconds: 1, Nanos: -1}
+		}, "job.task_groups[0].max_client_disconnect"},
 		{"bad reschedule", func(j *droverv1.Job) {
 			j.TaskGroups[0].ReschedulePolicy = &droverv1.ReschedulePolicy{Attempts: 2, DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT}
 		}, "job.task_groups[0].reschedule_policy.interval"},
@@ -325,7 +332,7 @@ func TestReads(t *testing.T) {
 		done := make(chan *droverv1.GetJobResponse, 1)
 		go func() {
 			resp, err := e.jobs.Get(e.ctx(), &droverv1.GetJobRequest{JobId: job.GetId(),
-				Query: &droverv1.QueryOptions{MinIndex: got.GetMeta().GetIndex(), MaxWait: int64(time.Minute)}})
+				Query: &droverv1.QueryOptions{MinIndex: got.GetMeta().GetIndex(), MaxWait: durationpb.New(time.Minute)}})
 			if err != nil {
 				t.Error(err)
 			}

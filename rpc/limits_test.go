@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/testserver"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -112,7 +113,7 @@ func TestBlockingQueryHoldsNoOperatorSlot(t *testing.T) {
 	}
 	woken := make(chan answer, 1)
 	go func() {
-		resp, err := e.nodes.List(e.ctx(), &droverv1.ListNodesRequest{Query: &droverv1.QueryOptions{MinIndex: index, MaxWait: int64(time.Minute)}})
+		resp, err := e.nodes.List(e.ctx(), &droverv1.ListNodesRequest{Query: &droverv1.QueryOptions{MinIndex: index, MaxWait: durationpb.New(time.Minute)}})
 		woken <- answer{resp, err}
 	}()
 	waitBlocked(t, e, 1)

@@ -83,13 +83,14 @@ func (s *nodeService) registerResponse(node *droverv1.Node, index uint64) (*drov
 			return nil, err
 		}
 	}
-	return &droverv1.RegisterNodeResponse{
-		HeartbeatTtl:          int64(ttl),
+	resp := &droverv1.RegisterNodeResponse{
 		Index:                 index,
 		Status:                node.GetStatus(),
 		SchedulingEligibility: node.GetSchedulingEligibility(),
 		Servers:               s.backend.Servers(),
-	}, nil
+	}
+	resp.SetHeartbeatTTL(ttl)
+	return resp, nil
 }
 
 // UpdateStatus is the heartbeat. It writes only when the node's status
@@ -123,9 +124,9 @@ func (s *nodeService) updateStatusOnce(ctx context.Context, req *droverv1.Update
 		return nil, err
 	}
 	resp := &droverv1.UpdateNodeStatusResponse{
-		HeartbeatTtl: int64(ttl),
-		Servers:      s.backend.Servers(),
+		Servers: s.backend.Servers(),
 	}
+	resp.SetHeartbeatTTL(ttl)
 	next := nextStatus(node, snap)
 	resp.Status = next
 	if next == node.GetStatus() {

@@ -149,11 +149,11 @@ func (s *nodeService) UpdateDrain(ctx context.Context, req *droverv1.UpdateNodeD
 	switch {
 	case req.GetEnable():
 		entry.DrainStrategy = &droverv1.DrainStrategy{IgnoreSystemJobs: req.GetIgnoreSystemJobs(), StartedAt: now}
-		switch d := req.GetDeadline(); {
+		switch d := req.EffectiveDeadline(); {
 		case req.GetForce():
 			entry.DrainStrategy.Deadline = now
 		case d > 0:
-			entry.DrainStrategy.Deadline = now + d
+			entry.DrainStrategy.Deadline = now + int64(d)
 		}
 		entry.Event = &droverv1.NodeEvent{Message: droverv1.NodeEventDrainStarted, Subsystem: droverv1.NodeEventSubsystemDrain, Time: now}
 	case node.GetDrainStrategy() == nil && (!req.GetMarkEligible() ||

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -130,7 +132,7 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 	// query only to find the same index: the job versions are looked up
 	// once, in the snapshot of the answer actually sent.
 	var answered *state.Snapshot
-	_, err := s.query(ctx, &droverv1.QueryOptions{MinIndex: req.GetMinIndex(), MaxWait: req.GetMaxWait()},
+	_, err := s.query(ctx, &droverv1.QueryOptions{MinIndex: req.GetMinIndex(), MaxWait: durationpb.New(req.EffectiveMaxWait())},
 		func(snap *state.Snapshot) (uint64, error) {
 			allocs, index := snap.AllocsByNode(req.GetNodeId())
 			resp.Allocs, resp.Index, answered = allocs, atLeastOne(index), snap

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -215,7 +216,7 @@ func TestGetAllocsBlocks(t *testing.T) {
 	t.Run("times out unchanged", func(t *testing.T) {
 		began := time.Now()
 		resp, err := e.nodes.GetAllocs(e.ctx(), &droverv1.GetAllocsRequest{
-			NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: start, MaxWait: int64(300 * time.Millisecond),
+			NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: start, MaxWait: durationpb.New(300 * time.Millisecond),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -232,7 +233,7 @@ func TestGetAllocsBlocks(t *testing.T) {
 		done := make(chan *droverv1.GetAllocsResponse, 1)
 		go func() {
 			resp, err := e.nodes.GetAllocs(e.ctx(), &droverv1.GetAllocsRequest{
-				NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: start, MaxWait: int64(time.Minute),
+				NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: start, MaxWait: durationpb.New(time.Minute),
 			})
 			if err != nil {
 				t.Error(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -22,10 +23,12 @@ func TestUpdateDrainRejections(t *testing.T) {
 		code  codes.Code
 		field string
 	}{
-		{"force with a deadline", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Enable: true, Force: true, Deadline: int64(time.Hour)}, codes.InvalidArgument, "force"},
+		{"force with a deadline", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Enable: true, Force: true, Deadline: durationpb.New(time.Hour)}, codes.InvalidArgument, "force"},
 		{"force when ending a drain", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Force: true}, codes.InvalidArgument, "force"},
 		{"ignore_system_jobs when ending a drain", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), IgnoreSystemJobs: true}, codes.InvalidArgument, "ignore_system_jobs"},
-		{"negative deadline", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Enable: true, Deadline: -1}, codes.InvalidArgument, "deadline"},
+		{"negative deadline", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Enable: true, Deadline: durationpb.New(-time.Second)}, codes.InvalidArgument, "deadline"},
+		{"negative legacy deadline", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), Enable: true, DeadlineNs: -1}, codes.InvalidArgument, "deadline_ns"},
+		{"legacy deadline when ending a drain", &droverv1.UpdateNodeDrainRequest{NodeId: n.GetId(), DeadlineNs: int64(time.Hour)}, codes.InvalidArgument, "deadline"},
 		{"not a node id", &droverv1.UpdateNodeDrainRequest{NodeId: "n1", Enable: true}, codes.InvalidArgument, "node_id"},
 		{"unknown node", &droverv1.UpdateNodeDrainRequest{NodeId: mock.ID(), Enable: true}, codes.NotFound, ""},
 	} {

@@ -38,8 +38,12 @@ func TestRegisterCreatesInitializingNode(t *testing.T) {
 	if resp.GetStatus() != initializing || resp.GetSchedulingEligibility() != droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_ELIGIBLE {
 		t.Errorf("registered as %s/%s, want initializing/eligible", resp.GetStatus(), resp.GetSchedulingEligibility())
 	}
-	if ttl := time.Duration(resp.GetHeartbeatTtl()); ttl < 10*time.Second || ttl >= 20*time.Second {
+	if ttl := resp.GetHeartbeatTtl().AsDuration(); ttl < 10*time.Second || ttl >= 20*time.Second {
 		t.Errorf("heartbeat TTL = %s, want in [10s, 20s)", ttl)
+	}
+	// Agents built before 0.3 read only the legacy field.
+	if legacy := resp.GetHeartbeatTtlNs(); legacy != int64(resp.GetHeartbeatTtl().AsDuration()) {
+		t.Errorf("legacy heartbeat_ttl_ns = %d, want heartbeat_ttl %s in nanoseconds", legacy, resp.GetHeartbeatTtl().AsDuration())
 	}
 	if len(resp.GetServers()) != 1 || resp.GetServers()[0] != e.srv.RPCAddr() {
 		t.Errorf("servers = %v, want [%s]", resp.GetServers(), e.srv.RPCAddr())
@@ -189,7 +193,7 @@ func TestHeartbeatOfIdleNode(t *testing.T) {
 	if second.GetStatus() != ready || second.GetIndex() != 0 || e.latestIndex() != before {
 		t.Errorf("steady heartbeat: %s at %d, raft %d -> %d; want ready and no write", second.GetStatus(), second.GetIndex(), before, e.latestIndex())
 	}
-	if ttl := time.Duration(second.GetHeartbeatTtl()); ttl < 10*time.Second {
+	if ttl := second.GetHeartbeatTtl().AsDuration(); ttl < 10*time.Second {
 		t.Errorf("TTL %s below the minimum", ttl)
 	}
 }

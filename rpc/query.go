@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -22,9 +24,9 @@ const (
 	catchUpWait = 5 * time.Second
 )
 
-// blockingWait clamps a requested wait in nanoseconds and adds jitter.
-func blockingWait(requested int64) time.Duration {
-	wait := time.Duration(requested)
+// blockingWait clamps a requested wait and adds jitter.
+func blockingWait(requested time.Duration) time.Duration {
+	wait := requested
 	if wait <= 0 || wait > maxBlockingWait {
 		wait = maxBlockingWait
 	}
@@ -34,7 +36,7 @@ func blockingWait(requested int64) time.Duration {
 // blockingContext ends after the query's wait, when the caller goes away, or
 // when the server starts shutting down, so that a long poll never holds up
 // shutdown.
-func (s *services) blockingContext(ctx context.Context, maxWait int64) (context.Context, context.CancelFunc) {
+func (s *services) blockingContext(ctx context.Context, maxWait time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, blockingWait(maxWait))
 	stop := context.AfterFunc(s.shutdown, cancel)
 	return ctx, func() {
@@ -46,7 +48,7 @@ func (s *services) blockingContext(ctx context.Context, maxWait int64) (context.
 // query runs a read, as a blocking query when opts asks for one, and
 // describes the state it was answered from.
 func (s *services) query(ctx context.Context, opts *droverv1.QueryOptions, run func(*state.Snapshot) (uint64, error)) (*droverv1.QueryMeta, error) {
-	ctx, cancel := s.blockingContext(ctx, opts.GetMaxWait())
+	ctx, cancel := s.blockingContext(ctx, opts.EffectiveMaxWait())
 	defer cancel()
 	if opts.GetMinIndex() > 0 {
 		s.blocked.Add(1)
@@ -63,7 +65,7 @@ func (s *services) query(ctx context.Context, opts *droverv1.QueryOptions, run f
 	if err := notBehind(st.LatestIndex(), opts.GetMinIndex()); err != nil {
 		return nil, err
 	}
-	return &droverv1.QueryMeta{Index: index, KnownLeader: s.backend.KnownLeader(), LastContact: lastContactNanos(s.backend.LastContact())}, nil
+	return &droverv1.QueryMeta{Index: index, KnownLeader: s.backend.KnownLeader(), LastContact: lastContact(s.backend.LastContact())}, nil
 }
 
 // catchUp waits, at most catchUpWait, for a server whose state is behind
@@ -94,13 +96,13 @@ func notBehind(applied, minIndex uint64) error {
 		applied, minIndex, ErrUnavailable)
 }
 
-// lastContactNanos is QueryMeta.last_contact: -1 for a server that never
+// lastContact is QueryMeta.last_contact: unset for a server that never
 // heard from a leader.
-func lastContactNanos(d time.Duration) int64 {
+func lastContact(d time.Duration) *durationpb.Duration {
 	if d < 0 {
-		return -1
+		return nil
 	}
-	return int64(d)
+	return durationpb.New(d)
 }
 
 // pageOf converts the API's page options; a zero size means the default.

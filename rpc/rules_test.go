@@ -158,7 +158,7 @@ func TestBlockingWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for range 50 {
-			if got := blockingWait(int64(tt.requested)); got < tt.min || got > tt.max {
+			if got := blockingWait(tt.requested); got < tt.min || got > tt.max {
 				t.Fatalf("blockingWait(%s) = %s, want in [%s, %s]", tt.requested, got, tt.min, tt.max)
 			}
 		}

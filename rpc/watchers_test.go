@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/testserver"
@@ -46,7 +47,7 @@ func TestTenThousandWatchers(t *testing.T) {
 	for i, n := range nodes {
 		wg.Go(func() {
 			resp, err := clients[i%conns].GetAllocs(ctx, &droverv1.GetAllocsRequest{
-				NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: 1, MaxWait: int64(5 * time.Minute),
+				NodeId: n.GetId(), SecretId: n.GetSecretId(), MinIndex: 1, MaxWait: durationpb.New(5 * time.Minute),
 			})
 			results <- result{node: i, index: resp.GetIndex(), err: err}
 		})

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -60,7 +62,7 @@ func currentDeployment(in *reconcileInput, res *reconcileResult, groups map[stri
 		}
 		dg := &droverv1.DeploymentGroup{
 			DesiredTotal: tg.GetCount(), AutoRevert: u.GetAutoRevert(), AutoPromote: u.GetAutoPromote(),
-			ProgressDeadline: int64(u.GetProgressDeadline().AsDuration()),
+			ProgressDeadline: durationpb.New(u.GetProgressDeadline().AsDuration()),
 		}
 		if wantsCanaries(in, groups[tg.GetName()]) {
 			dg.DesiredCanaries = u.GetCanary()
@@ -195,7 +197,7 @@ func (g *groupReconciler) splitRollout() {
 func (g *groupReconciler) replacesUnhealthy(a *droverv1.Allocation) bool {
 	st := a.GetDeploymentStatus()
 	return g.deployment.GetStatus() == droverv1.DeploymentStatus_DEPLOYMENT_STATUS_RUNNING &&
-		st != nil && st.Healthy != nil && !st.GetHealthy() && g.rollout().GetProgressDeadline() > 0 &&
+		st != nil && st.Healthy != nil && !st.GetHealthy() && g.rollout().GetProgressDeadline().AsDuration() > 0 &&
 		rescheduleAllowed(a, g.group.GetReschedulePolicy(), g.in.now)
 }
 

@@ -128,7 +128,7 @@ func TestRollout(t *testing.T) {
 // withDeadline gives every group of d a progress deadline.
 func withDeadline(d *droverv1.Deployment) *droverv1.Deployment {
 	for _, g := range d.GetGroups() {
-		g.ProgressDeadline = int64(10 * time.Minute)
+		g.ProgressDeadline = durationpb.New(10 * time.Minute)
 	}
 	return d
 }

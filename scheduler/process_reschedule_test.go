@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -31,18 +33,18 @@ func TestProcessReschedule(t *testing.T) {
 		exhausted bool
 	}{
 		{name: "constant", typ: droverv1.JobType_JOB_TYPE_SERVICE, runFor: 10 * s, delays: []time.Duration{30 * s, 30 * s}, exhausted: true,
-			policy: &droverv1.ReschedulePolicy{Attempts: 2, Interval: int64(time.Hour), Delay: int64(30 * s), DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT}},
+			policy: &droverv1.ReschedulePolicy{Attempts: 2, Interval: durationpb.New(time.Hour), Delay: durationpb.New(30 * s), DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT}},
 		{name: "exponential", typ: droverv1.JobType_JOB_TYPE_SERVICE, runFor: 10 * s, delays: []time.Duration{30 * s, 60 * s, 120 * s}, exhausted: true,
-			policy: &droverv1.ReschedulePolicy{Attempts: 3, Interval: int64(time.Hour), Delay: int64(30 * s),
-				DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_EXPONENTIAL, MaxDelay: int64(time.Hour)}},
+			policy: &droverv1.ReschedulePolicy{Attempts: 3, Interval: durationpb.New(time.Hour), Delay: durationpb.New(30 * s),
+				DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_EXPONENTIAL, MaxDelay: durationpb.New(time.Hour)}},
 		{name: "exponential up to max delay", typ: droverv1.JobType_JOB_TYPE_SERVICE, runFor: 10 * s, delays: []time.Duration{30 * s, 45 * s, 45 * s}, exhausted: true,
-			policy: &droverv1.ReschedulePolicy{Attempts: 3, Interval: int64(time.Hour), Delay: int64(30 * s),
-				DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_EXPONENTIAL, MaxDelay: int64(45 * s)}},
+			policy: &droverv1.ReschedulePolicy{Attempts: 3, Interval: durationpb.New(time.Hour), Delay: durationpb.New(30 * s),
+				DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_EXPONENTIAL, MaxDelay: durationpb.New(45 * s)}},
 		{name: "service default, unlimited", typ: droverv1.JobType_JOB_TYPE_SERVICE, runFor: 10 * s, delays: []time.Duration{30 * s, 60 * s, 120 * s, 240 * s}},
 		{name: "attempts renewed after the interval", typ: droverv1.JobType_JOB_TYPE_SERVICE, runFor: 20 * time.Minute, delays: []time.Duration{5 * s, 5 * s, 5 * s},
-			policy: &droverv1.ReschedulePolicy{Attempts: 1, Interval: int64(10 * time.Minute), Delay: int64(5 * s), DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT}},
+			policy: &droverv1.ReschedulePolicy{Attempts: 1, Interval: durationpb.New(10 * time.Minute), Delay: durationpb.New(5 * s), DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT}},
 		{name: "no delay", typ: droverv1.JobType_JOB_TYPE_SERVICE, runFor: 10 * s, delays: []time.Duration{0, 0}, exhausted: true,
-			policy: &droverv1.ReschedulePolicy{Attempts: 2, Interval: int64(time.Hour), DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT}},
+			policy: &droverv1.ReschedulePolicy{Attempts: 2, Interval: durationpb.New(time.Hour), DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT}},
 		{name: "batch default", typ: droverv1.JobType_JOB_TYPE_BATCH, runFor: 10 * s, delays: []time.Duration{5 * s}, exhausted: true},
 	}
 	for _, tc := range cases {
@@ -150,7 +152,7 @@ func (h *harness) checkReplacement(failed *droverv1.Allocation, attempt int, del
 		h.t.Fatalf("replacement = %v, want one of %s with %d reschedule events", repl, failed.GetId(), attempt+1)
 	}
 	ev := events[attempt]
-	if ev.GetPrevAllocId() != failed.GetId() || ev.GetPrevNodeId() != failed.GetNodeId() || ev.GetDelay() != int64(delay) || ev.GetTime() != h.now {
+	if ev.GetPrevAllocId() != failed.GetId() || ev.GetPrevNodeId() != failed.GetNodeId() || ev.GetDelay().AsDuration() != time.Duration(delay) || ev.GetTime() != h.now {
 		h.t.Fatalf("reschedule event = %v, want from %s on %s, delay %v, at %d", ev, failed.GetId(), failed.GetNodeId(), delay, h.now)
 	}
 	if repl.GetNodeId() == failed.GetNodeId() {

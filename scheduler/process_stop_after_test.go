@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -15,7 +17,7 @@ import (
 // stop_after_client_disconnect to after (none if zero).
 func stopAfterJob(typ droverv1.JobType, after time.Duration) *droverv1.Job {
 	j := typedJob(typ, 1)
-	j.TaskGroups[0].StopAfterClientDisconnect = int64(after)
+	j.TaskGroups[0].StopAfterClientDisconnect = durationpb.New(after)
 	return j
 }
 

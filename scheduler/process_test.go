@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/scheduler/fit"
 )
@@ -368,7 +370,9 @@ func TestProcessUpdates(t *testing.T) {
 	}{
 		{"job meta", func(j *droverv1.Job) { j.Meta = map[string]string{"owner": "ops"} }, true},
 		{"group meta", func(j *droverv1.Job) { j.TaskGroups[0].Meta = map[string]string{"tier": "web"} }, true},
-		{"reschedule policy", func(j *droverv1.Job) { j.TaskGroups[0].ReschedulePolicy.Delay *= 2 }, true},
+		{"reschedule policy", func(j *droverv1.Job) {
+			j.TaskGroups[0].ReschedulePolicy.Delay = durationpb.New(2 * j.TaskGroups[0].ReschedulePolicy.GetDelay().AsDuration())
+		}, true},
 		{"cpu", func(j *droverv1.Job) { j.TaskGroups[0].Resources.CpuMhz = 1200 }, false},
 		{"task config", func(j *droverv1.Job) { j.TaskGroups[0].Tasks[0].Config = map[string]string{"image": "web:2"} }, false},
 		{"task env", func(j *droverv1.Job) { j.TaskGroups[0].Tasks[0].Env = map[string]string{"MODE": "fast"} }, false},

@@ -54,7 +54,7 @@ func disconnectExpired(a *droverv1.Allocation, group *droverv1.TaskGroup, now in
 		return true
 	}
 	// Without an unknown entry the window counts from now, so it is not over.
-	window := group.GetMaxClientDisconnect()
+	window := int64(group.GetMaxClientDisconnect().AsDuration())
 	return window > 0 && a.DisconnectDeadline(window, now) <= now
 }
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -40,7 +42,7 @@ func TestNeedsReconnectAndUnknownSince(t *testing.T) {
 }
 
 func TestDisconnectExpired(t *testing.T) {
-	group := &droverv1.TaskGroup{MaxClientDisconnect: int64(10 * time.Minute)}
+	group := &droverv1.TaskGroup{MaxClientDisconnect: durationpb.New(10 * time.Minute)}
 	unknownSince := func(d time.Duration, followup string) *droverv1.Allocation {
 		return &droverv1.Allocation{
 			ClientStatus: csUnknown, FollowupEvalId: followup,

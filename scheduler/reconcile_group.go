@@ -163,7 +163,7 @@ func (g *groupReconciler) classifyDisconnected(a *droverv1.Allocation) {
 		g.classifyLost(a)
 		return
 	}
-	if g.group.GetMaxClientDisconnect() <= 0 || disconnectExpired(a, g.group, g.in.now, g.in.evalID) {
+	if g.group.GetMaxClientDisconnect().AsDuration() <= 0 || disconnectExpired(a, g.group, g.in.now, g.in.evalID) {
 		g.classifyLost(a)
 		return
 	}
@@ -180,7 +180,7 @@ func (g *groupReconciler) classifyDisconnected(a *droverv1.Allocation) {
 func markDisconnected(ch *groupChanges, later *followups, a *droverv1.Allocation, group *droverv1.TaskGroup, now int64,
 	pending func(evalID string) bool) {
 	trigger := droverv1.EvalTrigger_EVAL_TRIGGER_MAX_DISCONNECT_TIMEOUT
-	window := group.GetMaxClientDisconnect()
+	window := int64(group.GetMaxClientDisconnect().AsDuration())
 	switch f := a.GetFollowupEvalId(); {
 	case a.GetClientStatus() != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
 		c := ch.copyOf(a)

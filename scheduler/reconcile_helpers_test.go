@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -83,7 +85,7 @@ func withPolicy(p *droverv1.ReschedulePolicy) func(*droverv1.Job) {
 
 func withDisconnect(d time.Duration, s droverv1.ReconnectStrategy) func(*droverv1.Job) {
 	return func(j *droverv1.Job) {
-		rcTG(j).MaxClientDisconnect = int64(d)
+		rcTG(j).MaxClientDisconnect = durationpb.New(d)
 		rcTG(j).ReconnectStrategy = s
 	}
 }

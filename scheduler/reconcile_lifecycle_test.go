@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -202,7 +204,7 @@ func TestReconcileDisconnectWindowEnds(t *testing.T) {
 
 func TestReconcileRescheduleLifecycle(t *testing.T) {
 	policy := &droverv1.ReschedulePolicy{
-		Unlimited: true, Delay: int64(30 * time.Second), MaxDelay: int64(time.Hour),
+		Unlimited: true, Delay: durationpb.New(30 * time.Second), MaxDelay: durationpb.New(time.Hour),
 		DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_EXPONENTIAL,
 	}
 	s := &rcState{

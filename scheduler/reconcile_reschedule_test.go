@@ -4,25 +4,27 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
 func TestReconcileReschedule(t *testing.T) {
 	sec := int64(time.Second)
 	constant := &droverv1.ReschedulePolicy{
-		Attempts: 3, Interval: int64(time.Hour), Delay: 30 * sec,
+		Attempts: 3, Interval: durationpb.New(time.Hour), Delay: durationpb.New(time.Duration(30 * sec)),
 		DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT,
 	}
 	exponential := &droverv1.ReschedulePolicy{
-		Unlimited: true, Delay: 10 * sec, MaxDelay: 60 * sec,
+		Unlimited: true, Delay: durationpb.New(time.Duration(10 * sec)), MaxDelay: durationpb.New(time.Duration(60 * sec)),
 		DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_EXPONENTIAL,
 	}
 	once := &droverv1.ReschedulePolicy{
-		Attempts: 1, Interval: int64(time.Hour), Delay: 5 * sec,
+		Attempts: 1, Interval: durationpb.New(time.Hour), Delay: durationpb.New(time.Duration(5 * sec)),
 		DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT,
 	}
 	unlimited := &droverv1.ReschedulePolicy{
-		Unlimited: true, Delay: 5 * sec, DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT,
+		Unlimited: true, Delay: durationpb.New(time.Duration(5 * sec)), DelayFunction: droverv1.DelayFunction_DELAY_FUNCTION_CONSTANT,
 	}
 	job := rcJob(jtService, 2, withPolicy(constant))
 	nodes := rcNodes(rcNode("n1", nsReady), rcNode("n2", nsReady), rcNode("n5", nsInit))

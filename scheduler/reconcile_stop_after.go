@@ -30,7 +30,7 @@ func (g *groupReconciler) classifyLost(a *droverv1.Allocation) {
 // and is replaced then.
 func (g *groupReconciler) classifyStoppedLost(a *droverv1.Allocation) {
 	if a.GetClientStatus() != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST ||
-		a.GetFollowupEvalId() == "" || g.group.GetStopAfterClientDisconnect() <= 0 || g.links.replaced(a) {
+		a.GetFollowupEvalId() == "" || g.group.GetStopAfterClientDisconnect().AsDuration() <= 0 || g.links.replaced(a) {
 		return
 	}
 	at, wait := g.clientStopAt(a)
@@ -68,7 +68,7 @@ func stoppedLostStampable(n *droverv1.Node) bool {
 // the group sets stop_after_client_disconnect, the time has not come, and
 // the evaluation being processed is not the follow-up made for it.
 func (g *groupReconciler) clientStopAt(a *droverv1.Allocation) (int64, bool) {
-	after := g.group.GetStopAfterClientDisconnect()
+	after := int64(g.group.GetStopAfterClientDisconnect().AsDuration())
 	if after <= 0 || (a.GetFollowupEvalId() != "" && a.GetFollowupEvalId() == g.in.evalID) {
 		return 0, false
 	}

@@ -4,11 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
 func withStopAfter(d time.Duration) func(*droverv1.Job) {
-	return func(j *droverv1.Job) { rcTG(j).StopAfterClientDisconnect = int64(d) }
+	return func(j *droverv1.Job) { rcTG(j).StopAfterClientDisconnect = durationpb.New(d) }
 }
 
 // statusSince records when the node got its status.

@@ -119,7 +119,7 @@ func (s *systemReconciler) offEligible(ch *groupChanges, tg *droverv1.TaskGroup,
 	case disconnectExpired(a, tg, s.now, s.evalID):
 		ch.stop(a, allocLost, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST)
 	case n.GetStatus() == droverv1.NodeStatus_NODE_STATUS_DISCONNECTED:
-		if tg.GetMaxClientDisconnect() > 0 &&
+		if tg.GetMaxClientDisconnect().AsDuration() > 0 &&
 			(isRunning(a) || a.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN) {
 			markDisconnected(ch, s.later, a, tg, s.now, nil)
 			return

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -206,7 +208,7 @@ func TestReconcileUpdates(t *testing.T) {
 			job: rcNextVersion(v1, func(j *droverv1.Job) {
 				j.Meta = map[string]string{"owner": "x"}
 				rcTG(j).Meta = map[string]string{"k": "v"}
-				rcTG(j).ReschedulePolicy.Delay = int64(time.Minute)
+				rcTG(j).ReschedulePolicy.Delay = durationpb.New(time.Minute)
 			}),
 			older:  []*droverv1.Job{v1},
 			allocs: twoOld,

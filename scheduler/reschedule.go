@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -86,7 +87,7 @@ func rescheduleAllowed(a *droverv1.Allocation, policy *droverv1.ReschedulePolicy
 	if policy.GetAttempts() <= 0 {
 		return false
 	}
-	since := now - policy.GetInterval()
+	since := now - int64(policy.GetInterval().AsDuration())
 	used := 0
 	for _, ev := range a.GetRescheduleTracker().GetEvents() {
 		if ev.GetTime() > since {
@@ -100,17 +101,17 @@ func rescheduleAllowed(a *droverv1.Allocation, policy *droverv1.ReschedulePolicy
 // delay, doubled for every reschedule so far under the exponential
 // function, and never above max_delay when one is set.
 func rescheduleDelay(policy *droverv1.ReschedulePolicy, tracker *droverv1.RescheduleTracker) int64 {
-	d := policy.GetDelay()
+	d, maxDelay := int64(policy.GetDelay().AsDuration()), int64(policy.GetMaxDelay().AsDuration())
 	if policy.GetDelayFunction() == droverv1.DelayFunction_DELAY_FUNCTION_EXPONENTIAL {
 		for range tracker.GetEvents() {
-			if d <= 0 || d > math.MaxInt64/2 || (policy.GetMaxDelay() > 0 && d >= policy.GetMaxDelay()) {
+			if d <= 0 || d > math.MaxInt64/2 || (maxDelay > 0 && d >= maxDelay) {
 				break
 			}
 			d *= 2
 		}
 	}
-	if m := policy.GetMaxDelay(); m > 0 && d > m {
-		d = m
+	if maxDelay > 0 && d > maxDelay {
+		d = maxDelay
 	}
 	return d
 }
@@ -131,9 +132,18 @@ func rescheduleTracker(prev *droverv1.Allocation, now int64, delay int64) *drove
 		Time:        now,
 		PrevAllocId: prev.GetId(),
 		PrevNodeId:  prev.GetNodeId(),
-		Delay:       delay,
+		Delay:       delayDuration(delay),
 	})
 	return &droverv1.RescheduleTracker{Events: events}
+}
+
+// delayDuration is a reschedule event's delay: unset when there was none,
+// which keeps the event small.
+func delayDuration(delay int64) *durationpb.Duration {
+	if delay == 0 {
+		return nil
+	}
+	return durationpb.New(time.Duration(delay))
 }
 
 func satAdd(a, b int64) int64 {

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -24,14 +26,14 @@ func TestRescheduleDelay(t *testing.T) {
 		n      int
 		want   int64
 	}{
-		{"constant, first", &droverv1.ReschedulePolicy{Delay: 5 * s, DelayFunction: constant}, 0, 5 * s},
-		{"constant, later", &droverv1.ReschedulePolicy{Delay: 5 * s, DelayFunction: constant}, 4, 5 * s},
-		{"constant above max", &droverv1.ReschedulePolicy{Delay: 5 * s, MaxDelay: 2 * s, DelayFunction: constant}, 0, 2 * s},
-		{"unspecified is constant", &droverv1.ReschedulePolicy{Delay: 5 * s}, 3, 5 * s},
-		{"exponential, first", &droverv1.ReschedulePolicy{Delay: 5 * s, MaxDelay: 3600 * s, DelayFunction: exp}, 0, 5 * s},
-		{"exponential, third", &droverv1.ReschedulePolicy{Delay: 5 * s, MaxDelay: 3600 * s, DelayFunction: exp}, 2, 20 * s},
-		{"exponential, capped", &droverv1.ReschedulePolicy{Delay: 5 * s, MaxDelay: 30 * s, DelayFunction: exp}, 3, 30 * s},
-		{"exponential, no max, no overflow", &droverv1.ReschedulePolicy{Delay: 5 * s, DelayFunction: exp}, 200, 5 * s << 30},
+		{"constant, first", &droverv1.ReschedulePolicy{Delay: durationpb.New(time.Duration(5 * s)), DelayFunction: constant}, 0, 5 * s},
+		{"constant, later", &droverv1.ReschedulePolicy{Delay: durationpb.New(time.Duration(5 * s)), DelayFunction: constant}, 4, 5 * s},
+		{"constant above max", &droverv1.ReschedulePolicy{Delay: durationpb.New(time.Duration(5 * s)), MaxDelay: durationpb.New(time.Duration(2 * s)), DelayFunction: constant}, 0, 2 * s},
+		{"unspecified is constant", &droverv1.ReschedulePolicy{Delay: durationpb.New(time.Duration(5 * s))}, 3, 5 * s},
+		{"exponential, first", &droverv1.ReschedulePolicy{Delay: durationpb.New(time.Duration(5 * s)), MaxDelay: durationpb.New(time.Duration(3600 * s)), DelayFunction: exp}, 0, 5 * s},
+		{"exponential, third", &droverv1.ReschedulePolicy{Delay: durationpb.New(time.Duration(5 * s)), MaxDelay: durationpb.New(time.Duration(3600 * s)), DelayFunction: exp}, 2, 20 * s},
+		{"exponential, capped", &droverv1.ReschedulePolicy{Delay: durationpb.New(time.Duration(5 * s)), MaxDelay: durationpb.New(time.Duration(30 * s)), DelayFunction: exp}, 3, 30 * s},
+		{"exponential, no max, no overflow", &droverv1.ReschedulePolicy{Delay: durationpb.New(time.Duration(5 * s)), DelayFunction: exp}, 200, 5 * s << 30},
 		{"no policy", nil, 2, 0},
 	}
 	for _, tc := range cases {
@@ -64,10 +66,10 @@ func TestRescheduleAllowed(t *testing.T) {
 		want   bool
 	}{
 		{"no policy", nil, at(), false},
-		{"zero attempts", &droverv1.ReschedulePolicy{Interval: hour}, at(), false},
-		{"first attempt", &droverv1.ReschedulePolicy{Attempts: 1, Interval: hour}, at(), true},
-		{"attempts used in interval", &droverv1.ReschedulePolicy{Attempts: 2, Interval: hour}, at(time.Minute, 30*time.Minute), false},
-		{"one attempt aged out", &droverv1.ReschedulePolicy{Attempts: 2, Interval: hour}, at(time.Minute, 2*time.Hour), true},
+		{"zero attempts", &droverv1.ReschedulePolicy{Interval: durationpb.New(time.Duration(hour))}, at(), false},
+		{"first attempt", &droverv1.ReschedulePolicy{Attempts: 1, Interval: durationpb.New(time.Duration(hour))}, at(), true},
+		{"attempts used in interval", &droverv1.ReschedulePolicy{Attempts: 2, Interval: durationpb.New(time.Duration(hour))}, at(time.Minute, 30*time.Minute), false},
+		{"one attempt aged out", &droverv1.ReschedulePolicy{Attempts: 2, Interval: durationpb.New(time.Duration(hour))}, at(time.Minute, 2*time.Hour), true},
 		{"unlimited", &droverv1.ReschedulePolicy{Unlimited: true}, at(time.Minute, time.Minute, time.Minute), true},
 	}
 	for _, tc := range cases {
@@ -81,7 +83,7 @@ func TestRescheduleTracker(t *testing.T) {
 	job := rcJob(jtService, 1)
 	first := rescheduleTracker(rcAlloc(job, 0, "n1"), rcNow, 7)
 	want := &droverv1.RescheduleTracker{Events: []*droverv1.RescheduleEvent{
-		{Time: rcNow, PrevAllocId: "a0", PrevNodeId: "n1", Delay: 7},
+		{Time: rcNow, PrevAllocId: "a0", PrevNodeId: "n1", Delay: durationpb.New(time.Duration(7))},
 	}}
 	if !first.EqualVT(want) {
 		t.Errorf("first tracker %v, want %v", first, want)
@@ -92,8 +94,8 @@ func TestRescheduleTracker(t *testing.T) {
 	if n := len(second.GetEvents()); n != 2 || second.GetEvents()[1].GetPrevAllocId() != "b0" {
 		t.Errorf("second tracker %v", second)
 	}
-	second.Events[0].Delay = 99
-	if first.GetEvents()[0].GetDelay() != 7 {
+	second.Events[0].Delay = durationpb.New(time.Duration(99))
+	if first.GetEvents()[0].GetDelay().AsDuration() != 7 {
 		t.Error("the previous allocation's tracker was changed")
 	}
 

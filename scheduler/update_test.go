@@ -2,6 +2,9 @@ package scheduler
 
 import (
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -26,7 +29,7 @@ func TestTasksUpdated(t *testing.T) {
 		{"group meta", func(j *droverv1.Job) { rcTG(j).Meta = map[string]string{"a": "b"} }, false},
 		{"reschedule policy", func(j *droverv1.Job) { rcTG(j).ReschedulePolicy.Attempts = 9 }, false},
 		{"disconnect settings", func(j *droverv1.Job) {
-			rcTG(j).MaxClientDisconnect = 5
+			rcTG(j).MaxClientDisconnect = durationpb.New(time.Duration(5))
 			rcTG(j).ReconnectStrategy = droverv1.ReconnectStrategy_RECONNECT_STRATEGY_KEEP_ORIGINAL
 		}, false},
 		{"datacenters reordered", func(j *droverv1.Job) { j.Datacenters = []string{"dc2", "dc1"} }, false},

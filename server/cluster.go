@@ -58,12 +58,14 @@ func (s *Server) Info() *droverv1.ServerInfoResponse {
 	if term, err := strconv.ParseUint(r.Stats()["last_log_term"], 10, 64); err == nil {
 		info.LastTerm = term
 	}
-	if r.State() != raft.Leader {
-		// -1 says the server never heard from a leader.
-		info.LastContact = -1
-		if last := r.LastContact(); !last.IsZero() {
-			info.LastContact = int64(time.Since(last))
-		}
+	switch last := r.LastContact(); {
+	case r.State() == raft.Leader:
+		info.SetLastContact(0)
+	case last.IsZero():
+		// Never heard from a leader.
+		info.SetLastContact(-1)
+	default:
+		info.SetLastContact(time.Since(last))
 	}
 	return info
 }

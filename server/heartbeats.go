@@ -139,7 +139,7 @@ func outlivesDisconnect(snap *state.Snapshot, nodeID string, now int64) bool {
 				return true
 			}
 		case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
-			window := job.LookupTaskGroup(a.GetTaskGroup()).GetMaxClientDisconnect()
+			window := int64(job.LookupTaskGroup(a.GetTaskGroup()).GetMaxClientDisconnect().AsDuration())
 			if window > 0 && a.DisconnectDeadline(window, now) > now {
 				return true
 			}

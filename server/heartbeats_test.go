@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/testserver"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -41,7 +43,7 @@ func TestMissedHeartbeats(t *testing.T) {
 
 	job := mock.Job(1)
 	job.Constraints = []*droverv1.Constraint{{Attribute: "node.id", Operator: droverv1.ConstraintOperator_CONSTRAINT_OPERATOR_EQUAL, Value: tolerant.GetId()}}
-	job.GetTaskGroups()[0].MaxClientDisconnect = int64(time.Second)
+	job.GetTaskGroups()[0].MaxClientDisconnect = durationpb.New(time.Second)
 	if _, err := droverv1.NewJobServiceClient(srv.Conn).Register(ctx, &droverv1.RegisterJobRequest{Job: job}); err != nil {
 		t.Fatal(err)
 	}

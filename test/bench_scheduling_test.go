@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -82,7 +83,7 @@ func placeJob(ctx context.Context, jobs droverv1.JobServiceClient, evals droverv
 func waitEvalDone(ctx context.Context, evals droverv1.EvalServiceClient, id string, index uint64) (*droverv1.Evaluation, error) {
 	for {
 		resp, err := evals.Get(ctx, &droverv1.GetEvaluationRequest{EvalId: id, Query: &droverv1.QueryOptions{
-			MinIndex: index, MaxWait: int64(10 * time.Second),
+			MinIndex: index, MaxWait: durationpb.New(10 * time.Second),
 		}})
 		if err != nil {
 			return nil, fmt.Errorf("evaluation %s: %w", id, err)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -120,7 +121,7 @@ func TestPausedLeaderConsistentRead(t *testing.T) {
 			// Half are blocking queries: their first answer is consistent too.
 			q := &droverv1.QueryOptions{}
 			if i%2 == 1 {
-				q.MinIndex, q.MaxWait = 1, int64(time.Second)
+				q.MinIndex, q.MaxWait = 1, durationpb.New(time.Second)
 			}
 			_, err := droverv1.NewNodeServiceClient(staleConns[i%len(staleConns)]).Get(cctx, &droverv1.GetNodeRequest{NodeId: n.GetId(), Query: q})
 			errs <- err
@@ -204,29 +205,29 @@ func TestLaggingFollowerStaleReads(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		last := time.Duration(got.GetMeta().GetLastContact())
+		last := got.GetMeta().GetLastContact().AsDuration()
 		return last > 300*time.Millisecond, "last contact " + last.String()
 	})
 	if _, err := nodes.Get(ctx, &droverv1.GetNodeRequest{NodeId: after.GetId(), Query: stale}); status.Code(err) != codes.NotFound {
 		t.Fatalf("stale read of the node written during the stall: %v, want NotFound from the lagging follower", err)
 	}
-	bounded := &droverv1.QueryOptions{AllowStale: true, MaxStale: int64(200 * time.Millisecond)}
+	bounded := &droverv1.QueryOptions{AllowStale: true, MaxStale: durationpb.New(200 * time.Millisecond)}
 	got, err := nodes.Get(ctx, &droverv1.GetNodeRequest{NodeId: after.GetId(), Query: bounded})
 	if err != nil {
 		t.Fatalf("stale read with max_stale 200ms from a follower out of touch for longer: %v, want the leader's answer", err)
 	}
-	if got.GetMeta().GetLastContact() != 0 {
-		t.Errorf("answer beyond max_stale has last_contact %s, want 0 (the leader's)", time.Duration(got.GetMeta().GetLastContact()))
+	if got.GetMeta().GetLastContact().AsDuration() != 0 {
+		t.Errorf("answer beyond max_stale has last_contact %s, want 0 (the leader's)", got.GetMeta().GetLastContact().AsDuration())
 	}
 
 	// The caller has seen index resp.Index (on the leader): the follower,
 	// behind it, refuses instead of answering from older state.
-	seen := &droverv1.QueryOptions{AllowStale: true, MinIndex: resp.GetIndex(), MaxWait: int64(time.Minute)}
+	seen := &droverv1.QueryOptions{AllowStale: true, MinIndex: resp.GetIndex(), MaxWait: durationpb.New(time.Minute)}
 	if _, err := nodes.Get(ctx, &droverv1.GetNodeRequest{NodeId: before.GetId(), Query: seen}); status.Code(err) != codes.Unavailable || !retryInfo(err) {
 		t.Fatalf("read behind the caller's index: %v, want Unavailable with a retry hint", err)
 	}
 	_, err = nodes.GetAllocs(ctx, &droverv1.GetAllocsRequest{NodeId: before.GetId(), SecretId: before.GetSecretId(),
-		MinIndex: resp.GetIndex(), MaxWait: int64(time.Minute)})
+		MinIndex: resp.GetIndex(), MaxWait: durationpb.New(time.Minute)})
 	if status.Code(err) != codes.Unavailable || !retryInfo(err) {
 		t.Fatalf("GetAllocs behind the agent's index: %v, want Unavailable with a retry hint", err)
 	}
@@ -237,11 +238,11 @@ func TestLaggingFollowerStaleReads(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return got.GetMeta().GetLastContact() > 0 && got.GetMeta().GetLastContact() < int64(200*time.Millisecond),
-			"last contact " + time.Duration(got.GetMeta().GetLastContact()).String()
+		return got.GetMeta().GetLastContact().AsDuration() > 0 && got.GetMeta().GetLastContact().AsDuration() < 200*time.Millisecond,
+			"last contact " + got.GetMeta().GetLastContact().AsDuration().String()
 	})
 	if _, err := nodes.GetAllocs(ctx, &droverv1.GetAllocsRequest{NodeId: after.GetId(), SecretId: after.GetSecretId(),
-		MinIndex: resp.GetIndex(), MaxWait: int64(100 * time.Millisecond)}); err != nil {
+		MinIndex: resp.GetIndex(), MaxWait: durationpb.New(100 * time.Millisecond)}); err != nil {
 		t.Fatalf("GetAllocs once caught up: %v", err)
 	}
 }

@@ -329,7 +329,7 @@ func (w *clusterWatch) pollInfo(ctx context.Context, s *cluster.Server) {
 	}
 	w.terms[s.ID()] = max(w.terms[s.ID()], info.GetLastTerm())
 	if info.GetRaftState() == droverv1.RaftState_RAFT_STATE_FOLLOWER {
-		w.maxContact[s.ID()] = max(w.maxContact[s.ID()], time.Duration(info.GetLastContact()))
+		w.maxContact[s.ID()] = max(w.maxContact[s.ID()], info.GetLastContact().AsDuration())
 	}
 }
 

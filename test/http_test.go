@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -72,7 +73,7 @@ func jobCases(id ids) []apiCase {
 			rpc: droverv1.JobService_Deregister_FullMethodName, resp: &droverv1.DeregisterJobResponse{}},
 		{method: "POST", path: "/v1/node/" + id.otherNode + "/eligibility", req: &droverv1.UpdateNodeEligibilityRequest{NodeId: id.otherNode, Eligibility: droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_INELIGIBLE},
 			rpc: droverv1.NodeService_UpdateEligibility_FullMethodName, resp: &droverv1.UpdateNodeEligibilityResponse{}},
-		{method: "POST", path: "/v1/node/" + id.otherNode + "/drain", req: &droverv1.UpdateNodeDrainRequest{NodeId: id.otherNode, Enable: true, Deadline: int64(time.Hour)},
+		{method: "POST", path: "/v1/node/" + id.otherNode + "/drain", req: &droverv1.UpdateNodeDrainRequest{NodeId: id.otherNode, Enable: true, Deadline: durationpb.New(time.Hour)},
 			rpc: droverv1.NodeService_UpdateDrain_FullMethodName, resp: &droverv1.UpdateNodeDrainResponse{}},
 		{method: "PUT", path: "/v1/system/gc", req: &droverv1.GarbageCollectRequest{}, rpc: droverv1.OperatorService_GarbageCollect_FullMethodName, resp: &droverv1.GarbageCollectResponse{}},
 		{method: "POST", path: "/v1/system/gc", req: &droverv1.GarbageCollectRequest{}, rpc: droverv1.OperatorService_GarbageCollect_FullMethodName, resp: &droverv1.GarbageCollectResponse{}},

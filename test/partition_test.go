@@ -23,7 +23,7 @@ func raftView(ctx context.Context, s *cluster.Server) (*droverv1.ServerInfoRespo
 		return nil, fmt.Sprintf("%s: %v", s, err)
 	}
 	return info, fmt.Sprintf("%s: %s, leader %q, last contact %dms", s, info.GetRaftState(), info.GetLeaderId(),
-		info.GetLastContact()/1e6)
+		info.GetLastContact().AsDuration().Milliseconds())
 }
 
 // waitLeaderless waits until every one of servers reports that it knows no

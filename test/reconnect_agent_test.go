@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -96,7 +97,7 @@ func (a *reconnectAgent) heartbeatOnce(ctx context.Context) (time.Duration, erro
 		resp, err := a.client().UpdateStatus(ctx, &droverv1.UpdateNodeStatusRequest{
 			NodeId: a.node.GetId(), SecretId: a.node.GetSecretId(), Status: droverv1.NodeStatus_NODE_STATUS_READY,
 		})
-		ttl = time.Duration(resp.GetHeartbeatTtl())
+		ttl = resp.GetHeartbeatTtl().AsDuration()
 		return err
 	})
 	return ttl, err
@@ -143,7 +144,7 @@ func (a *reconnectAgent) getAllocs(ctx context.Context, minIndex uint64) (*drove
 		}
 		var err error
 		resp, err = a.client().GetAllocs(callCtx, &droverv1.GetAllocsRequest{
-			NodeId: a.node.GetId(), SecretId: a.node.GetSecretId(), MinIndex: minIndex, MaxWait: int64(2 * time.Second),
+			NodeId: a.node.GetId(), SecretId: a.node.GetSecretId(), MinIndex: minIndex, MaxWait: durationpb.New(2 * time.Second),
 		})
 		if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
 			return nil // nothing changed; ask again

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -366,7 +367,7 @@ func seedJob(rc reconnectCase, class string) *droverv1.Job {
 		Attribute: "node.class", Operator: droverv1.ConstraintOperator_CONSTRAINT_OPERATOR_EQUAL, Value: class,
 	}}
 	g := j.GetTaskGroups()[0]
-	g.MaxClientDisconnect = int64(time.Hour)
+	g.MaxClientDisconnect = durationpb.New(time.Hour)
 	g.ReconnectStrategy = rc.strategy
 	return j
 }

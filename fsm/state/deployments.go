@@ -181,10 +181,11 @@ func (tx *txn) reportHealth(a *droverv1.Allocation, u *droverv1.AllocClientUpdat
 // progressDeadlineFrom is when a group must next make progress, counting
 // from t: never (0) when it has no progress deadline.
 func progressDeadlineFrom(g *droverv1.DeploymentGroup, t int64) int64 {
-	if g.GetProgressDeadline() <= 0 {
+	d := g.GetProgressDeadline().AsDuration()
+	if d <= 0 {
 		return 0
 	}
-	return t + g.GetProgressDeadline()
+	return t + int64(d)
 }
 
 func countHealth(g *droverv1.DeploymentGroup, healthy bool, n int32) {

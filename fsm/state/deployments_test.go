@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -18,7 +19,7 @@ func deploymentOf(j *droverv1.Job, total, canaries int32) *droverv1.Deployment {
 		Id: mock.ID(), JobId: j.GetId(), JobVersion: j.GetVersion(), JobCreateIndex: j.GetCreateIndex(),
 		JobModifyIndex: j.GetJobModifyIndex(),
 		Groups: map[string]*droverv1.DeploymentGroup{j.GetTaskGroups()[0].GetName(): {
-			DesiredTotal: total, DesiredCanaries: canaries, ProgressDeadline: int64(10 * time.Minute),
+			DesiredTotal: total, DesiredCanaries: canaries, ProgressDeadline: durationpb.New(10 * time.Minute),
 			// What a plan says of the counters the servers own is ignored.
 			PlacedAllocs: 99, HealthyAllocs: 99,
 		}},

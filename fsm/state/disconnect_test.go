@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -19,7 +20,7 @@ const disconnectedAt = int64(1234)
 func (f *fixture) mcdJob(mcd time.Duration) *droverv1.Job {
 	f.t.Helper()
 	j := mock.Job(1)
-	j.TaskGroups[0].MaxClientDisconnect = int64(mcd)
+	j.TaskGroups[0].MaxClientDisconnect = durationpb.New(mcd)
 	f.register(j)
 	return f.s.Snapshot().JobByID(j.GetId())
 }
@@ -29,7 +30,7 @@ func (f *fixture) mcdJob(mcd time.Duration) *droverv1.Job {
 func (f *fixture) updateJob(job *droverv1.Job, mcd time.Duration) {
 	f.t.Helper()
 	j := job.CloneVT()
-	j.TaskGroups[0].MaxClientDisconnect = int64(mcd)
+	j.TaskGroups[0].MaxClientDisconnect = durationpb.New(mcd)
 	j.TaskGroups[0].Meta = map[string]string{"version": "next"}
 	f.register(j)
 	if v := f.s.Snapshot().JobByID(job.GetId()).GetVersion(); v != job.GetVersion()+1 {

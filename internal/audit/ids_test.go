@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // bigJob is a job with many groups and tasks, none of which holds an id.
@@ -84,7 +86,7 @@ func TestRequestIDs(t *testing.T) {
 		},
 		{
 			"node drain",
-			&droverv1.UpdateNodeDrainRequest{NodeId: "n1", Enable: true, Deadline: 5},
+			&droverv1.UpdateNodeDrainRequest{NodeId: "n1", Enable: true, Deadline: durationpb.New(time.Duration(5))},
 			map[string]string{"node_id": "n1"},
 		},
 		{

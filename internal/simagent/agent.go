@@ -169,7 +169,7 @@ func (a *Agent) beatAccepted(sent time.Time, resp *droverv1.UpdateNodeStatusResp
 	a.f.pool.learn(resp.GetServers())
 	a.status.Store(int32(resp.GetStatus()))
 	a.afterHeartbeat(resp.GetStatus())
-	return a.nextHeartbeat(time.Duration(resp.GetHeartbeatTtl()))
+	return a.nextHeartbeat(resp.GetHeartbeatTtl().AsDuration())
 }
 
 // nextHeartbeat picks when to heartbeat within ttl: early enough that the

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/simagent"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -32,7 +33,7 @@ func (f *fakeNodes) Register(_ context.Context, req *droverv1.RegisterNodeReques
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.registrations[req.GetNode().GetId()]++
-	return &droverv1.RegisterNodeResponse{HeartbeatTtl: int64(time.Second), Status: droverv1.NodeStatus_NODE_STATUS_INITIALIZING}, nil
+	return &droverv1.RegisterNodeResponse{HeartbeatTtl: durationpb.New(time.Second), Status: droverv1.NodeStatus_NODE_STATUS_INITIALIZING}, nil
 }
 
 func (f *fakeNodes) UpdateStatus(_ context.Context, req *droverv1.UpdateNodeStatusRequest) (*droverv1.UpdateNodeStatusResponse, error) {
@@ -44,7 +45,7 @@ func (f *fakeNodes) UpdateStatus(_ context.Context, req *droverv1.UpdateNodeStat
 		return nil, status.Errorf(codes.NotFound, "node %s: not found", id)
 	}
 	f.beats[id] = max(f.beats[id], 0) + 1
-	return &droverv1.UpdateNodeStatusResponse{HeartbeatTtl: int64(time.Second), Status: droverv1.NodeStatus_NODE_STATUS_READY}, nil
+	return &droverv1.UpdateNodeStatusResponse{HeartbeatTtl: durationpb.New(time.Second), Status: droverv1.NodeStatus_NODE_STATUS_READY}, nil
 }
 
 // counts returns, per node, registrations and accepted heartbeats.

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/simagent"
 	"github.com/droverhq/drover/internal/testserver"
@@ -69,7 +71,7 @@ func TestFleetFlakyNodesComeBack(t *testing.T) {
 			})
 			waitReady(t, srv, f)
 			job := mock.Job(4)
-			job.TaskGroups[0].MaxClientDisconnect = int64(time.Hour)
+			job.TaskGroups[0].MaxClientDisconnect = durationpb.New(time.Hour)
 			registerJob(t, srv, job)
 
 			flaky := map[string]bool{}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/simagent"
@@ -151,7 +152,7 @@ func TestFleetReconnectsADisconnectedNode(t *testing.T) {
 	waitReady(t, srv, f)
 
 	job := mock.Job(3)
-	job.TaskGroups[0].MaxClientDisconnect = int64(time.Hour)
+	job.TaskGroups[0].MaxClientDisconnect = durationpb.New(time.Hour)
 	registerJob(t, srv, job)
 	running := droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
 	waitFor(t, "3 allocations running", func() (bool, string) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -79,7 +81,7 @@ func (a *Agent) getAllocs(ctx context.Context, client droverv1.NodeServiceClient
 	cctx, cancel := context.WithTimeout(ctx, a.f.cfg.PollWait+a.f.cfg.CallTimeout)
 	defer cancel()
 	return client.GetAllocs(cctx, &droverv1.GetAllocsRequest{
-		NodeId: a.node.ID, SecretId: a.node.Secret, MinIndex: index, MaxWait: int64(a.f.cfg.PollWait),
+		NodeId: a.node.ID, SecretId: a.node.Secret, MinIndex: index, MaxWait: durationpb.New(a.f.cfg.PollWait),
 	})
 }
 

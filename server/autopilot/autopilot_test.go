@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftautopilot "github.com/hashicorp/raft-autopilot"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/version"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -237,7 +238,7 @@ func (c *testCluster) fetchInfo(ctx context.Context, rpcAddr string) (*droverv1.
 		LastIndex:    r.LastIndex(),
 		LastTerm:     term,
 		AppliedIndex: r.AppliedIndex(),
-		LastContact:  contact,
+		LastContact:  durationpb.New(time.Duration(contact)),
 	}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftautopilot "github.com/hashicorp/raft-autopilot"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -108,12 +109,21 @@ func knownServers(in knownInputs) map[raft.ServerID]*raftautopilot.Server {
 	return out
 }
 
+// contactDuration is ServerHealth.last_contact: unset when the contact is
+// unknown (noContact).
+func contactDuration(d time.Duration) *durationpb.Duration {
+	if d < 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
 // statsFromInfo converts a server's Info answer into the library's stats.
 func statsFromInfo(resp *droverv1.ServerInfoResponse) raftautopilot.ServerStats {
 	st := raftautopilot.ServerStats{
 		LastIndex:   resp.GetLastIndex(),
 		LastTerm:    resp.GetLastTerm(),
-		LastContact: time.Duration(resp.GetLastContact()),
+		LastContact: resp.EffectiveLastContact(),
 	}
 	// A negative contact means "never heard from a leader"; a server whose
 	// raft is shutting down still answers gRPC for a moment but is no
@@ -239,7 +249,7 @@ func buildMembers(in memberInputs) *droverv1.ServerMembersResponse {
 			if p.measured || p.err != nil {
 				h.LastIndex = p.stats.LastIndex
 				h.LastTerm = p.stats.LastTerm
-				h.LastContact = int64(p.stats.LastContact)
+				h.LastContact = contactDuration(p.stats.LastContact)
 			}
 		}
 		if rs.ID == in.localID {
@@ -255,7 +265,7 @@ func buildMembers(in memberInputs) *droverv1.ServerMembersResponse {
 			// Health was judged on the state's stats: show those.
 			h.LastIndex = ss.Stats.LastIndex
 			h.LastTerm = ss.Stats.LastTerm
-			h.LastContact = int64(ss.Stats.LastContact)
+			h.LastContact = contactDuration(ss.Stats.LastContact)
 		}
 		switch {
 		case p != nil && p.err != nil:

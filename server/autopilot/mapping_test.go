@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftautopilot "github.com/hashicorp/raft-autopilot"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -105,10 +106,10 @@ func TestStatsFromInfo(t *testing.T) {
 		want raftautopilot.ServerStats
 	}{
 		{"follower",
-			&droverv1.ServerInfoResponse{RaftState: droverv1.RaftState_RAFT_STATE_FOLLOWER, LastIndex: 10, LastTerm: 2, LastContact: int64(30 * time.Millisecond)},
+			&droverv1.ServerInfoResponse{RaftState: droverv1.RaftState_RAFT_STATE_FOLLOWER, LastIndex: 10, LastTerm: 2, LastContact: durationpb.New(30 * time.Millisecond)},
 			raftautopilot.ServerStats{LastIndex: 10, LastTerm: 2, LastContact: 30 * time.Millisecond}},
 		{"never heard from a leader",
-			&droverv1.ServerInfoResponse{RaftState: droverv1.RaftState_RAFT_STATE_FOLLOWER, LastIndex: 1, LastTerm: 1, LastContact: -1},
+			&droverv1.ServerInfoResponse{RaftState: droverv1.RaftState_RAFT_STATE_FOLLOWER, LastIndex: 1, LastTerm: 1, LastContactNs: -1},
 			raftautopilot.ServerStats{LastIndex: 1, LastTerm: 1, LastContact: noContact}},
 		{"shutting down",
 			&droverv1.ServerInfoResponse{RaftState: droverv1.RaftState_RAFT_STATE_SHUTDOWN, LastIndex: 10, LastTerm: 2},
@@ -255,12 +256,12 @@ func TestBuildMembers(t *testing.T) {
 		}
 		want := []*droverv1.ServerHealth{
 			{Id: "a", RpcAddr: "ga", RaftAddr: "ra", Version: "0.3.0", RaftState: droverv1.RaftState_RAFT_STATE_LEADER,
-				Voter: true, Leader: true, Healthy: true, StableSince: stable.UnixNano(), LastIndex: 10, LastTerm: 2},
+				Voter: true, Leader: true, Healthy: true, StableSince: stable.UnixNano(), LastIndex: 10, LastTerm: 2, LastContact: durationpb.New(0)},
 			{Id: "b", RpcAddr: "gb", RaftAddr: "rb", Version: "0.2.0", RaftState: droverv1.RaftState_RAFT_STATE_UNSPECIFIED,
-				Voter: true, StableSince: stable.UnixNano(), LastIndex: 9, LastTerm: 2, LastContact: -1, Error: "connection refused"},
+				Voter: true, StableSince: stable.UnixNano(), LastIndex: 9, LastTerm: 2, Error: "connection refused"},
 			{Id: "c", RpcAddr: "gc", RaftAddr: "rc", Version: "0.2.0", RaftState: droverv1.RaftState_RAFT_STATE_FOLLOWER,
-				Voter: true, Healthy: true, StableSince: stable.UnixNano(), LastIndex: 10, LastTerm: 2, LastContact: int64(time.Millisecond)},
-			{Id: "d", RaftAddr: "rd", LastContact: -1, Error: errNoRPCAddr.Error()},
+				Voter: true, Healthy: true, StableSince: stable.UnixNano(), LastIndex: 10, LastTerm: 2, LastContact: durationpb.New(time.Millisecond)},
+			{Id: "d", RaftAddr: "rd", Error: errNoRPCAddr.Error()},
 		}
 		checkHealth(t, got.GetServers(), want)
 	})

@@ -99,7 +99,7 @@ func (w *Watcher) Decide(st State, now int64) Decision {
 func failure(st State, d *droverv1.Deployment, now int64) string {
 	for _, name := range slices.Sorted(maps.Keys(d.GetGroups())) {
 		g := d.GetGroups()[name]
-		if g.GetUnhealthyAllocs() > 0 && g.GetProgressDeadline() == 0 {
+		if g.GetUnhealthyAllocs() > 0 && g.GetProgressDeadline().AsDuration() == 0 {
 			return FailedUnhealthy
 		}
 		if awaitingPromotion(g) && healthyCanaries(st, g) >= int(g.GetDesiredCanaries()) {

@@ -4,6 +4,9 @@ import (
 	"iter"
 	"slices"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -51,7 +54,7 @@ func TestWatcherDecide(t *testing.T) {
 		{"an unhealthy allocation", []*droverv1.Deployment{deployment("a", running, 2, 1, 2000)}, map[string]string{"a": FailedUnhealthy}, nil},
 		{"unhealthy with a progress deadline: the scheduler replaces it", []*droverv1.Deployment{func() *droverv1.Deployment {
 			d := deployment("e", running, 1, 1, 2000)
-			d.Groups["web"].ProgressDeadline = 500
+			d.Groups["web"].ProgressDeadline = durationpb.New(time.Duration(500))
 			return d
 		}()}, map[string]string{}, []string{"e"}},
 		{"the progress deadline passed", []*droverv1.Deployment{deployment("b", running, 3, 0, now-1)}, map[string]string{"b": FailedDeadline}, nil},

@@ -42,7 +42,7 @@ func (f *fakeJobs) List(ctx context.Context, req *droverv1.ListJobsRequest) (*dr
 	}
 	return &droverv1.ListJobsResponse{
 		Jobs: []*droverv1.Job{{Id: "web"}},
-		Meta: &droverv1.QueryMeta{Index: req.GetQuery().GetMinIndex() + 1, KnownLeader: true, LastContact: int64(1500 * time.Millisecond)},
+		Meta: &droverv1.QueryMeta{Index: req.GetQuery().GetMinIndex() + 1, KnownLeader: true, LastContact: durationpb.New(1500 * time.Millisecond)},
 	}, nil
 }
 
@@ -204,7 +204,7 @@ func TestQueryAndIndexHeaders(t *testing.T) {
 	<-fake.md
 	req := <-fake.list
 	q := req.GetQuery()
-	if q.GetMinIndex() != 5 || q.GetMaxWait() != int64(2*time.Second) || !q.GetAllowStale() {
+	if q.GetMinIndex() != 5 || q.GetMaxWait().AsDuration() != 2*time.Second || !q.GetAllowStale() {
 		t.Errorf("query options %v", q)
 	}
 	if req.GetPage().GetPrefix() != "w" || req.GetPage().GetPageSize() != 3 {

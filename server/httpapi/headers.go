@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
-	"time"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -68,7 +67,7 @@ func indexHeaders(_ context.Context, w http.ResponseWriter, m proto.Message) err
 		meta := r.GetMeta()
 		h.Set(IndexHeader, strconv.FormatUint(meta.GetIndex(), 10))
 		h.Set(KnownLeaderHeader, strconv.FormatBool(meta.GetKnownLeader()))
-		h.Set(LastContactHeader, strconv.FormatInt(time.Duration(meta.GetLastContact()).Milliseconds(), 10))
+		h.Set(LastContactHeader, strconv.FormatInt(meta.GetLastContact().AsDuration().Milliseconds(), 10))
 		return nil
 	}
 	if r, ok := m.(withIndex); ok && r.GetIndex() > 0 {

@@ -17,7 +17,8 @@ const eventStreamPath = "/v1/event/stream"
 // the field paths the generated handlers fill:
 //
 //	?index=N       query.min_index (from_index on the event stream)
-//	?wait=30s      query.max_wait in nanoseconds; a bare number is seconds
+//	?wait=30s      query.max_wait (a Duration, written in seconds as protojson
+//	               reads it); a bare number is seconds
 //	?stale         query.allow_stale (also ?stale=true; ?stale=false is none)
 //	?prefix=p      page.prefix
 //	?per_page=n    page.page_size
@@ -48,7 +49,7 @@ func rewriteQuery(u *url.URL) error {
 		if err != nil {
 			return err
 		}
-		q.Set("query.max_wait", strconv.FormatInt(d.Nanoseconds(), 10))
+		q.Set("query.max_wait", strconv.FormatFloat(d.Seconds(), 'f', -1, 64)+"s")
 	}
 	if v, ok := take(q, "stale"); ok {
 		stale := true

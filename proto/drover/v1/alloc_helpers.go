@@ -72,7 +72,7 @@ func (a *Allocation) Disconnectable(job *Job) bool {
 	if a.Terminal() || a.GetClientStatus() != AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
 		return false
 	}
-	return job.LookupTaskGroup(a.GetTaskGroup()).GetMaxClientDisconnect() > 0
+	return job.LookupTaskGroup(a.GetTaskGroup()).GetMaxClientDisconnect().AsDuration() > 0
 }
 
 // UnknownSince returns when the allocation last became unknown: the time

@@ -3,8 +3,10 @@ package droverv1
 import (
 	"math"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Short names for the statuses the helpers branch on.
@@ -53,7 +55,7 @@ func TestMarkUnknown(t *testing.T) {
 }
 
 func TestDisconnectable(t *testing.T) {
-	withMCD := &Job{TaskGroups: []*TaskGroup{{Name: "web", MaxClientDisconnect: 60}, {Name: "db"}}}
+	withMCD := &Job{TaskGroups: []*TaskGroup{{Name: "web", MaxClientDisconnect: durationpb.New(time.Duration(60))}, {Name: "db"}}}
 	cases := []struct {
 		name    string
 		desired AllocDesiredStatus

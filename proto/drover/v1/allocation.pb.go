@@ -9,6 +9,7 @@ package droverv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -765,8 +766,12 @@ type RescheduleEvent struct {
 	Time        int64  `protobuf:"varint,1,opt,name=time,proto3" json:"time,omitempty"`
 	PrevAllocId string `protobuf:"bytes,2,opt,name=prev_alloc_id,json=prevAllocId,proto3" json:"prev_alloc_id,omitempty"`
 	PrevNodeId  string `protobuf:"bytes,3,opt,name=prev_node_id,json=prevNodeId,proto3" json:"prev_node_id,omitempty"`
-	// Delay applied before this reschedule, in nanoseconds.
-	Delay         int64 `protobuf:"varint,4,opt,name=delay,proto3" json:"delay,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when delay is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/allocation.proto.
+	DelayNs int64 `protobuf:"varint,4,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
+	// Delay applied before this reschedule; unset when there was none.
+	Delay         *durationpb.Duration `protobuf:"bytes,5,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -822,11 +827,19 @@ func (x *RescheduleEvent) GetPrevNodeId() string {
 	return ""
 }
 
-func (x *RescheduleEvent) GetDelay() int64 {
+// Deprecated: Marked as deprecated in drover/v1/allocation.proto.
+func (x *RescheduleEvent) GetDelayNs() int64 {
+	if x != nil {
+		return x.DelayNs
+	}
+	return 0
+}
+
+func (x *RescheduleEvent) GetDelay() *durationpb.Duration {
 	if x != nil {
 		return x.Delay
 	}
-	return 0
+	return nil
 }
 
 // AllocClientUpdate is an agent's report of one allocation's state.
@@ -916,7 +929,7 @@ var File_drover_v1_allocation_proto protoreflect.FileDescriptor
 
 const file_drover_v1_allocation_proto_rawDesc = "" +
 	"\n" +
-	"\x1adrover/v1/allocation.proto\x12\tdrover.v1\x1a\x1adrover/v1/deployment.proto\"\xf7\b\n" +
+	"\x1adrover/v1/allocation.proto\x12\tdrover.v1\x1a\x1adrover/v1/deployment.proto\x1a\x1egoogle/protobuf/duration.proto\"\xf7\b\n" +
 	"\n" +
 	"Allocation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
@@ -971,13 +984,14 @@ const file_drover_v1_allocation_proto_rawDesc = "" +
 	"reschedule\x12)\n" +
 	"\x10force_reschedule\x18\x03 \x01(\bR\x0fforceReschedule\"G\n" +
 	"\x11RescheduleTracker\x122\n" +
-	"\x06events\x18\x01 \x03(\v2\x1a.drover.v1.RescheduleEventR\x06events\"\x81\x01\n" +
+	"\x06events\x18\x01 \x03(\v2\x1a.drover.v1.RescheduleEventR\x06events\"\xbb\x01\n" +
 	"\x0fRescheduleEvent\x12\x12\n" +
 	"\x04time\x18\x01 \x01(\x03R\x04time\x12\"\n" +
 	"\rprev_alloc_id\x18\x02 \x01(\tR\vprevAllocId\x12 \n" +
 	"\fprev_node_id\x18\x03 \x01(\tR\n" +
-	"prevNodeId\x12\x14\n" +
-	"\x05delay\x18\x04 \x01(\x03R\x05delay\"\xf6\x01\n" +
+	"prevNodeId\x12\x1d\n" +
+	"\bdelay_ns\x18\x04 \x01(\x03B\x02\x18\x01R\adelayNs\x12/\n" +
+	"\x05delay\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x05delay\"\xf6\x01\n" +
 	"\x11AllocClientUpdate\x12\x19\n" +
 	"\balloc_id\x18\x01 \x01(\tR\aallocId\x12A\n" +
 	"\rclient_status\x18\x02 \x01(\x0e2\x1c.drover.v1.AllocClientStatusR\fclientStatus\x12-\n" +
@@ -1030,6 +1044,7 @@ var file_drover_v1_allocation_proto_goTypes = []any{
 	(*RescheduleEvent)(nil),       // 9: drover.v1.RescheduleEvent
 	(*AllocClientUpdate)(nil),     // 10: drover.v1.AllocClientUpdate
 	(*AllocDeploymentStatus)(nil), // 11: drover.v1.AllocDeploymentStatus
+	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
 }
 var file_drover_v1_allocation_proto_depIdxs = []int32{
 	4,  // 0: drover.v1.Allocation.resources:type_name -> drover.v1.AllocatedResources
@@ -1043,12 +1058,13 @@ var file_drover_v1_allocation_proto_depIdxs = []int32{
 	2,  // 8: drover.v1.AllocState.field:type_name -> drover.v1.AllocStateField
 	1,  // 9: drover.v1.AllocState.client_status:type_name -> drover.v1.AllocClientStatus
 	9,  // 10: drover.v1.RescheduleTracker.events:type_name -> drover.v1.RescheduleEvent
-	1,  // 11: drover.v1.AllocClientUpdate.client_status:type_name -> drover.v1.AllocClientStatus
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	12, // 11: drover.v1.RescheduleEvent.delay:type_name -> google.protobuf.Duration
+	1,  // 12: drover.v1.AllocClientUpdate.client_status:type_name -> drover.v1.AllocClientStatus
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_allocation_proto_init() }

@@ -8,8 +8,10 @@ import (
 	binary "encoding/binary"
 	fmt "fmt"
 	protohelpers "github.com/planetscale/vtprotobuf/protohelpers"
+	durationpb1 "github.com/planetscale/vtprotobuf/types/known/durationpb"
 	proto "google.golang.org/protobuf/proto"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	io "io"
 	math "math"
 )
@@ -183,7 +185,8 @@ func (m *RescheduleEvent) CloneVT() *RescheduleEvent {
 	r.Time = m.Time
 	r.PrevAllocId = m.PrevAllocId
 	r.PrevNodeId = m.PrevNodeId
-	r.Delay = m.Delay
+	r.DelayNs = m.DelayNs
+	r.Delay = (*durationpb.Duration)((*durationpb1.Duration)(m.Delay).CloneVT())
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -492,7 +495,10 @@ func (this *RescheduleEvent) EqualVT(that *RescheduleEvent) bool {
 	if this.PrevNodeId != that.PrevNodeId {
 		return false
 	}
-	if this.Delay != that.Delay {
+	if this.DelayNs != that.DelayNs {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.Delay).EqualVT((*durationpb1.Duration)(that.Delay)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -1071,8 +1077,18 @@ func (m *RescheduleEvent) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
-	if m.Delay != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Delay))
+	if m.Delay != nil {
+		size, err := (*durationpb1.Duration)(m.Delay).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if m.DelayNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.DelayNs))
 		i--
 		dAtA[i] = 0x20
 	}
@@ -1389,8 +1405,12 @@ func (m *RescheduleEvent) SizeVT() (n int) {
 	if l > 0 {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if m.Delay != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.Delay))
+	if m.DelayNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.DelayNs))
+	}
+	if m.Delay != nil {
+		l = (*durationpb1.Duration)(m.Delay).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2893,9 +2913,9 @@ func (m *RescheduleEvent) UnmarshalVT(dAtA []byte) error {
 			iNdEx = postIndex
 		case 4:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Delay", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field DelayNs", wireType)
 			}
-			m.Delay = 0
+			m.DelayNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -2905,11 +2925,47 @@ func (m *RescheduleEvent) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.Delay |= int64(b&0x7F) << shift
+				m.DelayNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
 			}
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Delay", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Delay == nil {
+				m.Delay = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.Delay).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

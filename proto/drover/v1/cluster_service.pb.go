@@ -9,6 +9,7 @@ package droverv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -73,9 +74,11 @@ type ServerInfoResponse struct {
 	LastIndex    uint64 `protobuf:"varint,6,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
 	LastTerm     uint64 `protobuf:"varint,7,opt,name=last_term,json=lastTerm,proto3" json:"last_term,omitempty"`
 	AppliedIndex uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	// Nanoseconds since a follower last heard from the leader; 0 on the
-	// leader.
-	LastContact int64 `protobuf:"varint,9,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
+	// Deprecated: last_contact in nanoseconds, written by releases before
+	// 0.3; no longer set.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/cluster_service.proto.
+	LastContactNs int64 `protobuf:"varint,9,opt,name=last_contact_ns,json=lastContactNs,proto3" json:"last_contact_ns,omitempty"`
 	// Servers without raft state that this one has heard of while forming a
 	// cluster (itself included), so that discovery spreads beyond each
 	// server's own -join list.
@@ -86,7 +89,9 @@ type ServerInfoResponse struct {
 	// Why the server cannot store raft writes now (its data dir is full or
 	// below its free-space reserve); empty when it can. A leader hands
 	// leadership only to a server that reports none.
-	StorageError  string `protobuf:"bytes,12,opt,name=storage_error,json=storageError,proto3" json:"storage_error,omitempty"`
+	StorageError string `protobuf:"bytes,12,opt,name=storage_error,json=storageError,proto3" json:"storage_error,omitempty"`
+	// Time since a follower last heard from the leader; zero on the leader.
+	LastContact   *durationpb.Duration `protobuf:"bytes,13,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,9 +182,10 @@ func (x *ServerInfoResponse) GetAppliedIndex() uint64 {
 	return 0
 }
 
-func (x *ServerInfoResponse) GetLastContact() int64 {
+// Deprecated: Marked as deprecated in drover/v1/cluster_service.proto.
+func (x *ServerInfoResponse) GetLastContactNs() int64 {
 	if x != nil {
-		return x.LastContact
+		return x.LastContactNs
 	}
 	return 0
 }
@@ -203,6 +209,13 @@ func (x *ServerInfoResponse) GetStorageError() string {
 		return x.StorageError
 	}
 	return ""
+}
+
+func (x *ServerInfoResponse) GetLastContact() *durationpb.Duration {
+	if x != nil {
+		return x.LastContact
+	}
+	return nil
 }
 
 type JoinRequest struct {
@@ -309,8 +322,8 @@ var File_drover_v1_cluster_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_cluster_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1fdrover/v1/cluster_service.proto\x12\tdrover.v1\x1a\x16drover/v1/server.proto\"\x13\n" +
-	"\x11ServerInfoRequest\"\xda\x03\n" +
+	"\x1fdrover/v1/cluster_service.proto\x12\tdrover.v1\x1a\x16drover/v1/server.proto\x1a\x1egoogle/protobuf/duration.proto\"\x13\n" +
+	"\x11ServerInfoRequest\"\xa1\x04\n" +
 	"\x12ServerInfoResponse\x12/\n" +
 	"\x06server\x18\x01 \x01(\v2\x17.drover.v1.ServerMemberR\x06server\x12\x1b\n" +
 	"\thas_state\x18\x02 \x01(\bR\bhasState\x12)\n" +
@@ -321,13 +334,14 @@ const file_drover_v1_cluster_service_proto_rawDesc = "" +
 	"\n" +
 	"last_index\x18\x06 \x01(\x04R\tlastIndex\x12\x1b\n" +
 	"\tlast_term\x18\a \x01(\x04R\blastTerm\x12#\n" +
-	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12!\n" +
-	"\flast_contact\x18\t \x01(\x03R\vlastContact\x121\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12*\n" +
+	"\x0flast_contact_ns\x18\t \x01(\x03B\x02\x18\x01R\rlastContactNs\x121\n" +
 	"\aforming\x18\n" +
 	" \x03(\v2\x17.drover.v1.ServerMemberR\aforming\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\v \x01(\tR\tclusterId\x12#\n" +
-	"\rstorage_error\x18\f \x01(\tR\fstorageError\">\n" +
+	"\rstorage_error\x18\f \x01(\tR\fstorageError\x12<\n" +
+	"\flast_contact\x18\r \x01(\v2\x19.google.protobuf.DurationR\vlastContact\">\n" +
 	"\vJoinRequest\x12/\n" +
 	"\x06server\x18\x01 \x01(\v2\x17.drover.v1.ServerMemberR\x06server\"A\n" +
 	"\fJoinResponse\x12\x14\n" +
@@ -351,27 +365,29 @@ func file_drover_v1_cluster_service_proto_rawDescGZIP() []byte {
 
 var file_drover_v1_cluster_service_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_drover_v1_cluster_service_proto_goTypes = []any{
-	(*ServerInfoRequest)(nil),  // 0: drover.v1.ServerInfoRequest
-	(*ServerInfoResponse)(nil), // 1: drover.v1.ServerInfoResponse
-	(*JoinRequest)(nil),        // 2: drover.v1.JoinRequest
-	(*JoinResponse)(nil),       // 3: drover.v1.JoinResponse
-	(*ServerMember)(nil),       // 4: drover.v1.ServerMember
-	(RaftState)(0),             // 5: drover.v1.RaftState
+	(*ServerInfoRequest)(nil),   // 0: drover.v1.ServerInfoRequest
+	(*ServerInfoResponse)(nil),  // 1: drover.v1.ServerInfoResponse
+	(*JoinRequest)(nil),         // 2: drover.v1.JoinRequest
+	(*JoinResponse)(nil),        // 3: drover.v1.JoinResponse
+	(*ServerMember)(nil),        // 4: drover.v1.ServerMember
+	(RaftState)(0),              // 5: drover.v1.RaftState
+	(*durationpb.Duration)(nil), // 6: google.protobuf.Duration
 }
 var file_drover_v1_cluster_service_proto_depIdxs = []int32{
 	4, // 0: drover.v1.ServerInfoResponse.server:type_name -> drover.v1.ServerMember
 	5, // 1: drover.v1.ServerInfoResponse.raft_state:type_name -> drover.v1.RaftState
 	4, // 2: drover.v1.ServerInfoResponse.forming:type_name -> drover.v1.ServerMember
-	4, // 3: drover.v1.JoinRequest.server:type_name -> drover.v1.ServerMember
-	0, // 4: drover.v1.ClusterService.Info:input_type -> drover.v1.ServerInfoRequest
-	2, // 5: drover.v1.ClusterService.Join:input_type -> drover.v1.JoinRequest
-	1, // 6: drover.v1.ClusterService.Info:output_type -> drover.v1.ServerInfoResponse
-	3, // 7: drover.v1.ClusterService.Join:output_type -> drover.v1.JoinResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 3: drover.v1.ServerInfoResponse.last_contact:type_name -> google.protobuf.Duration
+	4, // 4: drover.v1.JoinRequest.server:type_name -> drover.v1.ServerMember
+	0, // 5: drover.v1.ClusterService.Info:input_type -> drover.v1.ServerInfoRequest
+	2, // 6: drover.v1.ClusterService.Join:input_type -> drover.v1.JoinRequest
+	1, // 7: drover.v1.ClusterService.Info:output_type -> drover.v1.ServerInfoResponse
+	3, // 8: drover.v1.ClusterService.Join:output_type -> drover.v1.JoinResponse
+	7, // [7:9] is the sub-list for method output_type
+	5, // [5:7] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_cluster_service_proto_init() }

@@ -7,8 +7,10 @@ package droverv1
 import (
 	fmt "fmt"
 	protohelpers "github.com/planetscale/vtprotobuf/protohelpers"
+	durationpb1 "github.com/planetscale/vtprotobuf/types/known/durationpb"
 	proto "google.golang.org/protobuf/proto"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	io "io"
 )
 
@@ -48,9 +50,10 @@ func (m *ServerInfoResponse) CloneVT() *ServerInfoResponse {
 	r.LastIndex = m.LastIndex
 	r.LastTerm = m.LastTerm
 	r.AppliedIndex = m.AppliedIndex
-	r.LastContact = m.LastContact
+	r.LastContactNs = m.LastContactNs
 	r.ClusterId = m.ClusterId
 	r.StorageError = m.StorageError
+	r.LastContact = (*durationpb.Duration)((*durationpb1.Duration)(m.LastContact).CloneVT())
 	if rhs := m.Forming; rhs != nil {
 		tmpContainer := make([]*ServerMember, len(rhs))
 		for k, v := range rhs {
@@ -150,7 +153,7 @@ func (this *ServerInfoResponse) EqualVT(that *ServerInfoResponse) bool {
 	if this.AppliedIndex != that.AppliedIndex {
 		return false
 	}
-	if this.LastContact != that.LastContact {
+	if this.LastContactNs != that.LastContactNs {
 		return false
 	}
 	if len(this.Forming) != len(that.Forming) {
@@ -174,6 +177,9 @@ func (this *ServerInfoResponse) EqualVT(that *ServerInfoResponse) bool {
 		return false
 	}
 	if this.StorageError != that.StorageError {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.LastContact).EqualVT((*durationpb1.Duration)(that.LastContact)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -290,6 +296,16 @@ func (m *ServerInfoResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.LastContact != nil {
+		size, err := (*durationpb1.Duration)(m.LastContact).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x6a
+	}
 	if len(m.StorageError) > 0 {
 		i -= len(m.StorageError)
 		copy(dAtA[i:], m.StorageError)
@@ -316,8 +332,8 @@ func (m *ServerInfoResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 			dAtA[i] = 0x52
 		}
 	}
-	if m.LastContact != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LastContact))
+	if m.LastContactNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LastContactNs))
 		i--
 		dAtA[i] = 0x48
 	}
@@ -506,8 +522,8 @@ func (m *ServerInfoResponse) SizeVT() (n int) {
 	if m.AppliedIndex != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.AppliedIndex))
 	}
-	if m.LastContact != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastContact))
+	if m.LastContactNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastContactNs))
 	}
 	if len(m.Forming) > 0 {
 		for _, e := range m.Forming {
@@ -521,6 +537,10 @@ func (m *ServerInfoResponse) SizeVT() (n int) {
 	}
 	l = len(m.StorageError)
 	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.LastContact != nil {
+		l = (*durationpb1.Duration)(m.LastContact).SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
@@ -823,9 +843,9 @@ func (m *ServerInfoResponse) UnmarshalVT(dAtA []byte) error {
 			}
 		case 9:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field LastContact", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field LastContactNs", wireType)
 			}
-			m.LastContact = 0
+			m.LastContactNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -835,7 +855,7 @@ func (m *ServerInfoResponse) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.LastContact |= int64(b&0x7F) << shift
+				m.LastContactNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -937,6 +957,42 @@ func (m *ServerInfoResponse) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.StorageError = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 13:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LastContact", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.LastContact == nil {
+				m.LastContact = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.LastContact).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -9,6 +9,7 @@ package droverv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -242,8 +243,10 @@ type DeploymentGroup struct {
 	// later job version never changes them.
 	AutoRevert  bool `protobuf:"varint,1,opt,name=auto_revert,json=autoRevert,proto3" json:"auto_revert,omitempty"`
 	AutoPromote bool `protobuf:"varint,2,opt,name=auto_promote,json=autoPromote,proto3" json:"auto_promote,omitempty"`
-	// Nanoseconds.
-	ProgressDeadline int64 `protobuf:"varint,3,opt,name=progress_deadline,json=progressDeadline,proto3" json:"progress_deadline,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when progress_deadline is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/deployment.proto.
+	ProgressDeadlineNs int64 `protobuf:"varint,3,opt,name=progress_deadline_ns,json=progressDeadlineNs,proto3" json:"progress_deadline_ns,omitempty"`
 	// Unix nanoseconds by which another allocation must turn healthy, or the
 	// deployment fails; 0 when the group has no progress deadline. It starts
 	// when the deployment is created and restarts with each allocation that
@@ -261,8 +264,12 @@ type DeploymentGroup struct {
 	PlacedAllocs    int32 `protobuf:"varint,9,opt,name=placed_allocs,json=placedAllocs,proto3" json:"placed_allocs,omitempty"`
 	HealthyAllocs   int32 `protobuf:"varint,10,opt,name=healthy_allocs,json=healthyAllocs,proto3" json:"healthy_allocs,omitempty"`
 	UnhealthyAllocs int32 `protobuf:"varint,11,opt,name=unhealthy_allocs,json=unhealthyAllocs,proto3" json:"unhealthy_allocs,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The group's update block's progress_deadline: how long after the
+	// deployment starts (or an allocation turns healthy) another must turn
+	// healthy; unset or zero for none.
+	ProgressDeadline *durationpb.Duration `protobuf:"bytes,12,opt,name=progress_deadline,json=progressDeadline,proto3" json:"progress_deadline,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DeploymentGroup) Reset() {
@@ -309,9 +316,10 @@ func (x *DeploymentGroup) GetAutoPromote() bool {
 	return false
 }
 
-func (x *DeploymentGroup) GetProgressDeadline() int64 {
+// Deprecated: Marked as deprecated in drover/v1/deployment.proto.
+func (x *DeploymentGroup) GetProgressDeadlineNs() int64 {
 	if x != nil {
-		return x.ProgressDeadline
+		return x.ProgressDeadlineNs
 	}
 	return 0
 }
@@ -370,6 +378,13 @@ func (x *DeploymentGroup) GetUnhealthyAllocs() int32 {
 		return x.UnhealthyAllocs
 	}
 	return 0
+}
+
+func (x *DeploymentGroup) GetProgressDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.ProgressDeadline
+	}
+	return nil
 }
 
 // AllocDeploymentStatus is an allocation's health in its deployment.
@@ -512,7 +527,7 @@ var File_drover_v1_deployment_proto protoreflect.FileDescriptor
 
 const file_drover_v1_deployment_proto_rawDesc = "" +
 	"\n" +
-	"\x1adrover/v1/deployment.proto\x12\tdrover.v1\"\xcb\x04\n" +
+	"\x1adrover/v1/deployment.proto\x12\tdrover.v1\x1a\x1egoogle/protobuf/duration.proto\"\xcb\x04\n" +
 	"\n" +
 	"Deployment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
@@ -534,12 +549,12 @@ const file_drover_v1_deployment_proto_rawDesc = "" +
 	"modifyTime\x1aU\n" +
 	"\vGroupsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
-	"\x05value\x18\x02 \x01(\v2\x1a.drover.v1.DeploymentGroupR\x05value:\x028\x01\"\xbe\x03\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.drover.v1.DeploymentGroupR\x05value:\x028\x01\"\x8f\x04\n" +
 	"\x0fDeploymentGroup\x12\x1f\n" +
 	"\vauto_revert\x18\x01 \x01(\bR\n" +
 	"autoRevert\x12!\n" +
-	"\fauto_promote\x18\x02 \x01(\bR\vautoPromote\x12+\n" +
-	"\x11progress_deadline\x18\x03 \x01(\x03R\x10progressDeadline\x12.\n" +
+	"\fauto_promote\x18\x02 \x01(\bR\vautoPromote\x124\n" +
+	"\x14progress_deadline_ns\x18\x03 \x01(\x03B\x02\x18\x01R\x12progressDeadlineNs\x12.\n" +
 	"\x13require_progress_by\x18\x04 \x01(\x03R\x11requireProgressBy\x12\x1a\n" +
 	"\bpromoted\x18\x05 \x01(\bR\bpromoted\x12'\n" +
 	"\x0fplaced_canaries\x18\x06 \x03(\tR\x0eplacedCanaries\x12)\n" +
@@ -548,7 +563,8 @@ const file_drover_v1_deployment_proto_rawDesc = "" +
 	"\rplaced_allocs\x18\t \x01(\x05R\fplacedAllocs\x12%\n" +
 	"\x0ehealthy_allocs\x18\n" +
 	" \x01(\x05R\rhealthyAllocs\x12)\n" +
-	"\x10unhealthy_allocs\x18\v \x01(\x05R\x0funhealthyAllocs\"\x9b\x01\n" +
+	"\x10unhealthy_allocs\x18\v \x01(\x05R\x0funhealthyAllocs\x12F\n" +
+	"\x11progress_deadline\x18\f \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\"\x9b\x01\n" +
 	"\x15AllocDeploymentStatus\x12\x1d\n" +
 	"\ahealthy\x18\x01 \x01(\bH\x00R\ahealthy\x88\x01\x01\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\x03R\ttimestamp\x12\x16\n" +
@@ -589,17 +605,19 @@ var file_drover_v1_deployment_proto_goTypes = []any{
 	(*AllocDeploymentStatus)(nil),  // 3: drover.v1.AllocDeploymentStatus
 	(*DeploymentStatusUpdate)(nil), // 4: drover.v1.DeploymentStatusUpdate
 	nil,                            // 5: drover.v1.Deployment.GroupsEntry
+	(*durationpb.Duration)(nil),    // 6: google.protobuf.Duration
 }
 var file_drover_v1_deployment_proto_depIdxs = []int32{
 	5, // 0: drover.v1.Deployment.groups:type_name -> drover.v1.Deployment.GroupsEntry
 	0, // 1: drover.v1.Deployment.status:type_name -> drover.v1.DeploymentStatus
-	0, // 2: drover.v1.DeploymentStatusUpdate.status:type_name -> drover.v1.DeploymentStatus
-	2, // 3: drover.v1.Deployment.GroupsEntry.value:type_name -> drover.v1.DeploymentGroup
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 2: drover.v1.DeploymentGroup.progress_deadline:type_name -> google.protobuf.Duration
+	0, // 3: drover.v1.DeploymentStatusUpdate.status:type_name -> drover.v1.DeploymentStatus
+	2, // 4: drover.v1.Deployment.GroupsEntry.value:type_name -> drover.v1.DeploymentGroup
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_deployment_proto_init() }

@@ -7,8 +7,10 @@ package droverv1
 import (
 	fmt "fmt"
 	protohelpers "github.com/planetscale/vtprotobuf/protohelpers"
+	durationpb1 "github.com/planetscale/vtprotobuf/types/known/durationpb"
 	proto "google.golang.org/protobuf/proto"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	io "io"
 )
 
@@ -61,7 +63,7 @@ func (m *DeploymentGroup) CloneVT() *DeploymentGroup {
 	r := new(DeploymentGroup)
 	r.AutoRevert = m.AutoRevert
 	r.AutoPromote = m.AutoPromote
-	r.ProgressDeadline = m.ProgressDeadline
+	r.ProgressDeadlineNs = m.ProgressDeadlineNs
 	r.RequireProgressBy = m.RequireProgressBy
 	r.Promoted = m.Promoted
 	r.DesiredCanaries = m.DesiredCanaries
@@ -69,6 +71,7 @@ func (m *DeploymentGroup) CloneVT() *DeploymentGroup {
 	r.PlacedAllocs = m.PlacedAllocs
 	r.HealthyAllocs = m.HealthyAllocs
 	r.UnhealthyAllocs = m.UnhealthyAllocs
+	r.ProgressDeadline = (*durationpb.Duration)((*durationpb1.Duration)(m.ProgressDeadline).CloneVT())
 	if rhs := m.PlacedCanaries; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -211,7 +214,7 @@ func (this *DeploymentGroup) EqualVT(that *DeploymentGroup) bool {
 	if this.AutoPromote != that.AutoPromote {
 		return false
 	}
-	if this.ProgressDeadline != that.ProgressDeadline {
+	if this.ProgressDeadlineNs != that.ProgressDeadlineNs {
 		return false
 	}
 	if this.RequireProgressBy != that.RequireProgressBy {
@@ -242,6 +245,9 @@ func (this *DeploymentGroup) EqualVT(that *DeploymentGroup) bool {
 		return false
 	}
 	if this.UnhealthyAllocs != that.UnhealthyAllocs {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.ProgressDeadline).EqualVT((*durationpb1.Duration)(that.ProgressDeadline)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -458,6 +464,16 @@ func (m *DeploymentGroup) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.ProgressDeadline != nil {
+		size, err := (*durationpb1.Duration)(m.ProgressDeadline).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x62
+	}
 	if m.UnhealthyAllocs != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.UnhealthyAllocs))
 		i--
@@ -507,8 +523,8 @@ func (m *DeploymentGroup) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x20
 	}
-	if m.ProgressDeadline != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ProgressDeadline))
+	if m.ProgressDeadlineNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ProgressDeadlineNs))
 		i--
 		dAtA[i] = 0x18
 	}
@@ -724,8 +740,8 @@ func (m *DeploymentGroup) SizeVT() (n int) {
 	if m.AutoPromote {
 		n += 2
 	}
-	if m.ProgressDeadline != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.ProgressDeadline))
+	if m.ProgressDeadlineNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.ProgressDeadlineNs))
 	}
 	if m.RequireProgressBy != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.RequireProgressBy))
@@ -753,6 +769,10 @@ func (m *DeploymentGroup) SizeVT() (n int) {
 	}
 	if m.UnhealthyAllocs != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.UnhealthyAllocs))
+	}
+	if m.ProgressDeadline != nil {
+		l = (*durationpb1.Duration)(m.ProgressDeadline).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1319,9 +1339,9 @@ func (m *DeploymentGroup) UnmarshalVT(dAtA []byte) error {
 			m.AutoPromote = bool(v != 0)
 		case 3:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field ProgressDeadline", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field ProgressDeadlineNs", wireType)
 			}
-			m.ProgressDeadline = 0
+			m.ProgressDeadlineNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -1331,7 +1351,7 @@ func (m *DeploymentGroup) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.ProgressDeadline |= int64(b&0x7F) << shift
+				m.ProgressDeadlineNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -1502,6 +1522,42 @@ func (m *DeploymentGroup) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 12:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ProgressDeadline", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.ProgressDeadline == nil {
+				m.ProgressDeadline = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.ProgressDeadline).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

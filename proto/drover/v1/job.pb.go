@@ -532,17 +532,17 @@ type TaskGroup struct {
 	Constraints      []*Constraint     `protobuf:"bytes,4,rep,name=constraints,proto3" json:"constraints,omitempty"`
 	Spreads          []*Spread         `protobuf:"bytes,5,rep,name=spreads,proto3" json:"spreads,omitempty"`
 	ReschedulePolicy *ReschedulePolicy `protobuf:"bytes,6,opt,name=reschedule_policy,json=reschedulePolicy,proto3" json:"reschedule_policy,omitempty"`
-	// How long an allocation on a node that missed its heartbeats is kept as
-	// unknown (rather than lost) while the node may come back. Nanoseconds;
-	// zero means the allocation is lost as soon as the node is.
-	MaxClientDisconnect int64 `protobuf:"varint,7,opt,name=max_client_disconnect,json=maxClientDisconnect,proto3" json:"max_client_disconnect,omitempty"`
-	// After a node has missed heartbeats for this long, its agent stops the
-	// group's allocations on its own, and the server reschedules them.
-	// Nanoseconds; zero disables it.
-	StopAfterClientDisconnect int64             `protobuf:"varint,8,opt,name=stop_after_client_disconnect,json=stopAfterClientDisconnect,proto3" json:"stop_after_client_disconnect,omitempty"`
-	ReconnectStrategy         ReconnectStrategy `protobuf:"varint,9,opt,name=reconnect_strategy,json=reconnectStrategy,proto3,enum=drover.v1.ReconnectStrategy" json:"reconnect_strategy,omitempty"`
-	Tasks                     []*Task           `protobuf:"bytes,10,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	Meta                      map[string]string `protobuf:"bytes,11,rep,name=meta,proto3" json:"meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when max_client_disconnect is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/job.proto.
+	MaxClientDisconnectNs int64 `protobuf:"varint,7,opt,name=max_client_disconnect_ns,json=maxClientDisconnectNs,proto3" json:"max_client_disconnect_ns,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when stop_after_client_disconnect is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/job.proto.
+	StopAfterClientDisconnectNs int64             `protobuf:"varint,8,opt,name=stop_after_client_disconnect_ns,json=stopAfterClientDisconnectNs,proto3" json:"stop_after_client_disconnect_ns,omitempty"`
+	ReconnectStrategy           ReconnectStrategy `protobuf:"varint,9,opt,name=reconnect_strategy,json=reconnectStrategy,proto3,enum=drover.v1.ReconnectStrategy" json:"reconnect_strategy,omitempty"`
+	Tasks                       []*Task           `protobuf:"bytes,10,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Meta                        map[string]string `protobuf:"bytes,11,rep,name=meta,proto3" json:"meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// How the group's allocations leave a draining node; unset means one at
 	// a time.
 	Migrate *MigrateStrategy `protobuf:"bytes,12,opt,name=migrate,proto3" json:"migrate,omitempty"`
@@ -550,9 +550,17 @@ type TaskGroup struct {
 	// servers have accepted the job, every group of a service or system job
 	// carries a complete block: the job's block with the group's fields laid
 	// on top, then the defaults. Batch jobs have none.
-	Update        *UpdateStrategy `protobuf:"bytes,13,opt,name=update,proto3" json:"update,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Update *UpdateStrategy `protobuf:"bytes,13,opt,name=update,proto3" json:"update,omitempty"`
+	// How long an allocation on a node that missed its heartbeats is kept as
+	// unknown (rather than lost) while the node may come back; unset or zero
+	// means the allocation is lost as soon as the node is.
+	MaxClientDisconnect *durationpb.Duration `protobuf:"bytes,14,opt,name=max_client_disconnect,json=maxClientDisconnect,proto3" json:"max_client_disconnect,omitempty"`
+	// After a node has missed heartbeats for this long, its agent stops the
+	// group's allocations on its own, and the server reschedules them; unset
+	// or zero disables it.
+	StopAfterClientDisconnect *durationpb.Duration `protobuf:"bytes,15,opt,name=stop_after_client_disconnect,json=stopAfterClientDisconnect,proto3" json:"stop_after_client_disconnect,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *TaskGroup) Reset() {
@@ -627,16 +635,18 @@ func (x *TaskGroup) GetReschedulePolicy() *ReschedulePolicy {
 	return nil
 }
 
-func (x *TaskGroup) GetMaxClientDisconnect() int64 {
+// Deprecated: Marked as deprecated in drover/v1/job.proto.
+func (x *TaskGroup) GetMaxClientDisconnectNs() int64 {
 	if x != nil {
-		return x.MaxClientDisconnect
+		return x.MaxClientDisconnectNs
 	}
 	return 0
 }
 
-func (x *TaskGroup) GetStopAfterClientDisconnect() int64 {
+// Deprecated: Marked as deprecated in drover/v1/job.proto.
+func (x *TaskGroup) GetStopAfterClientDisconnectNs() int64 {
 	if x != nil {
-		return x.StopAfterClientDisconnect
+		return x.StopAfterClientDisconnectNs
 	}
 	return 0
 }
@@ -672,6 +682,20 @@ func (x *TaskGroup) GetMigrate() *MigrateStrategy {
 func (x *TaskGroup) GetUpdate() *UpdateStrategy {
 	if x != nil {
 		return x.Update
+	}
+	return nil
+}
+
+func (x *TaskGroup) GetMaxClientDisconnect() *durationpb.Duration {
+	if x != nil {
+		return x.MaxClientDisconnect
+	}
+	return nil
+}
+
+func (x *TaskGroup) GetStopAfterClientDisconnect() *durationpb.Duration {
+	if x != nil {
+		return x.StopAfterClientDisconnect
 	}
 	return nil
 }
@@ -1244,14 +1268,26 @@ type ReschedulePolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Reschedules allowed within interval; ignored when unlimited.
 	Attempts int32 `protobuf:"varint,1,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	// Nanoseconds.
-	Interval int64 `protobuf:"varint,2,opt,name=interval,proto3" json:"interval,omitempty"`
-	// Delay before the first reschedule, in nanoseconds.
-	Delay         int64         `protobuf:"varint,3,opt,name=delay,proto3" json:"delay,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when interval is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/job.proto.
+	IntervalNs int64 `protobuf:"varint,2,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when delay is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/job.proto.
+	DelayNs       int64         `protobuf:"varint,3,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
 	DelayFunction DelayFunction `protobuf:"varint,4,opt,name=delay_function,json=delayFunction,proto3,enum=drover.v1.DelayFunction" json:"delay_function,omitempty"`
-	// Upper bound on the delay, in nanoseconds.
-	MaxDelay      int64 `protobuf:"varint,5,opt,name=max_delay,json=maxDelay,proto3" json:"max_delay,omitempty"`
-	Unlimited     bool  `protobuf:"varint,6,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when max_delay is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/job.proto.
+	MaxDelayNs int64 `protobuf:"varint,5,opt,name=max_delay_ns,json=maxDelayNs,proto3" json:"max_delay_ns,omitempty"`
+	Unlimited  bool  `protobuf:"varint,6,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
+	// The window in which attempts are counted.
+	Interval *durationpb.Duration `protobuf:"bytes,7,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Delay before the first reschedule.
+	Delay *durationpb.Duration `protobuf:"bytes,8,opt,name=delay,proto3" json:"delay,omitempty"`
+	// Upper bound on the delay.
+	MaxDelay      *durationpb.Duration `protobuf:"bytes,9,opt,name=max_delay,json=maxDelay,proto3" json:"max_delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1293,16 +1329,18 @@ func (x *ReschedulePolicy) GetAttempts() int32 {
 	return 0
 }
 
-func (x *ReschedulePolicy) GetInterval() int64 {
+// Deprecated: Marked as deprecated in drover/v1/job.proto.
+func (x *ReschedulePolicy) GetIntervalNs() int64 {
 	if x != nil {
-		return x.Interval
+		return x.IntervalNs
 	}
 	return 0
 }
 
-func (x *ReschedulePolicy) GetDelay() int64 {
+// Deprecated: Marked as deprecated in drover/v1/job.proto.
+func (x *ReschedulePolicy) GetDelayNs() int64 {
 	if x != nil {
-		return x.Delay
+		return x.DelayNs
 	}
 	return 0
 }
@@ -1314,9 +1352,10 @@ func (x *ReschedulePolicy) GetDelayFunction() DelayFunction {
 	return DelayFunction_DELAY_FUNCTION_UNSPECIFIED
 }
 
-func (x *ReschedulePolicy) GetMaxDelay() int64 {
+// Deprecated: Marked as deprecated in drover/v1/job.proto.
+func (x *ReschedulePolicy) GetMaxDelayNs() int64 {
 	if x != nil {
-		return x.MaxDelay
+		return x.MaxDelayNs
 	}
 	return 0
 }
@@ -1326,6 +1365,27 @@ func (x *ReschedulePolicy) GetUnlimited() bool {
 		return x.Unlimited
 	}
 	return false
+}
+
+func (x *ReschedulePolicy) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *ReschedulePolicy) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
+}
+
+func (x *ReschedulePolicy) GetMaxDelay() *durationpb.Duration {
+	if x != nil {
+		return x.MaxDelay
+	}
+	return nil
 }
 
 var File_drover_v1_job_proto protoreflect.FileDescriptor
@@ -1356,22 +1416,24 @@ const file_drover_v1_job_proto_rawDesc = "" +
 	"\x06stable\x18\x11 \x01(\bR\x06stable\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd8\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\a\n" +
 	"\tTaskGroup\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x122\n" +
 	"\tresources\x18\x03 \x01(\v2\x14.drover.v1.ResourcesR\tresources\x127\n" +
 	"\vconstraints\x18\x04 \x03(\v2\x15.drover.v1.ConstraintR\vconstraints\x12+\n" +
 	"\aspreads\x18\x05 \x03(\v2\x11.drover.v1.SpreadR\aspreads\x12H\n" +
-	"\x11reschedule_policy\x18\x06 \x01(\v2\x1b.drover.v1.ReschedulePolicyR\x10reschedulePolicy\x122\n" +
-	"\x15max_client_disconnect\x18\a \x01(\x03R\x13maxClientDisconnect\x12?\n" +
-	"\x1cstop_after_client_disconnect\x18\b \x01(\x03R\x19stopAfterClientDisconnect\x12K\n" +
+	"\x11reschedule_policy\x18\x06 \x01(\v2\x1b.drover.v1.ReschedulePolicyR\x10reschedulePolicy\x12;\n" +
+	"\x18max_client_disconnect_ns\x18\a \x01(\x03B\x02\x18\x01R\x15maxClientDisconnectNs\x12H\n" +
+	"\x1fstop_after_client_disconnect_ns\x18\b \x01(\x03B\x02\x18\x01R\x1bstopAfterClientDisconnectNs\x12K\n" +
 	"\x12reconnect_strategy\x18\t \x01(\x0e2\x1c.drover.v1.ReconnectStrategyR\x11reconnectStrategy\x12%\n" +
 	"\x05tasks\x18\n" +
 	" \x03(\v2\x0f.drover.v1.TaskR\x05tasks\x122\n" +
 	"\x04meta\x18\v \x03(\v2\x1e.drover.v1.TaskGroup.MetaEntryR\x04meta\x124\n" +
 	"\amigrate\x18\f \x01(\v2\x1a.drover.v1.MigrateStrategyR\amigrate\x121\n" +
-	"\x06update\x18\r \x01(\v2\x19.drover.v1.UpdateStrategyR\x06update\x1a7\n" +
+	"\x06update\x18\r \x01(\v2\x19.drover.v1.UpdateStrategyR\x06update\x12M\n" +
+	"\x15max_client_disconnect\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\x13maxClientDisconnect\x12Z\n" +
+	"\x1cstop_after_client_disconnect\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\x19stopAfterClientDisconnect\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x04\n" +
@@ -1423,14 +1485,19 @@ const file_drover_v1_job_proto_rawDesc = "" +
 	"\atargets\x18\x03 \x03(\v2\x17.drover.v1.SpreadTargetR\atargets\">\n" +
 	"\fSpreadTarget\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\tR\x05value\x12\x18\n" +
-	"\apercent\x18\x02 \x01(\x05R\apercent\"\xdc\x01\n" +
+	"\apercent\x18\x02 \x01(\x05R\apercent\"\x97\x03\n" +
 	"\x10ReschedulePolicy\x12\x1a\n" +
-	"\battempts\x18\x01 \x01(\x05R\battempts\x12\x1a\n" +
-	"\binterval\x18\x02 \x01(\x03R\binterval\x12\x14\n" +
-	"\x05delay\x18\x03 \x01(\x03R\x05delay\x12?\n" +
-	"\x0edelay_function\x18\x04 \x01(\x0e2\x18.drover.v1.DelayFunctionR\rdelayFunction\x12\x1b\n" +
-	"\tmax_delay\x18\x05 \x01(\x03R\bmaxDelay\x12\x1c\n" +
-	"\tunlimited\x18\x06 \x01(\bR\tunlimited*b\n" +
+	"\battempts\x18\x01 \x01(\x05R\battempts\x12#\n" +
+	"\vinterval_ns\x18\x02 \x01(\x03B\x02\x18\x01R\n" +
+	"intervalNs\x12\x1d\n" +
+	"\bdelay_ns\x18\x03 \x01(\x03B\x02\x18\x01R\adelayNs\x12?\n" +
+	"\x0edelay_function\x18\x04 \x01(\x0e2\x18.drover.v1.DelayFunctionR\rdelayFunction\x12$\n" +
+	"\fmax_delay_ns\x18\x05 \x01(\x03B\x02\x18\x01R\n" +
+	"maxDelayNs\x12\x1c\n" +
+	"\tunlimited\x18\x06 \x01(\bR\tunlimited\x125\n" +
+	"\binterval\x18\a \x01(\v2\x19.google.protobuf.DurationR\binterval\x12/\n" +
+	"\x05delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\x05delay\x126\n" +
+	"\tmax_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\bmaxDelay*b\n" +
 	"\aJobType\x12\x18\n" +
 	"\x14JOB_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10JOB_TYPE_SERVICE\x10\x01\x12\x12\n" +
@@ -1519,21 +1586,26 @@ var file_drover_v1_job_proto_depIdxs = []int32{
 	17, // 12: drover.v1.TaskGroup.meta:type_name -> drover.v1.TaskGroup.MetaEntry
 	8,  // 13: drover.v1.TaskGroup.migrate:type_name -> drover.v1.MigrateStrategy
 	7,  // 14: drover.v1.TaskGroup.update:type_name -> drover.v1.UpdateStrategy
-	20, // 15: drover.v1.UpdateStrategy.min_healthy_time:type_name -> google.protobuf.Duration
-	20, // 16: drover.v1.UpdateStrategy.healthy_deadline:type_name -> google.protobuf.Duration
-	20, // 17: drover.v1.UpdateStrategy.progress_deadline:type_name -> google.protobuf.Duration
-	20, // 18: drover.v1.UpdateStrategy.stagger:type_name -> google.protobuf.Duration
-	18, // 19: drover.v1.Task.config:type_name -> drover.v1.Task.ConfigEntry
-	19, // 20: drover.v1.Task.env:type_name -> drover.v1.Task.EnvEntry
-	11, // 21: drover.v1.Resources.ports:type_name -> drover.v1.Port
-	2,  // 22: drover.v1.Constraint.operator:type_name -> drover.v1.ConstraintOperator
-	14, // 23: drover.v1.Spread.targets:type_name -> drover.v1.SpreadTarget
-	3,  // 24: drover.v1.ReschedulePolicy.delay_function:type_name -> drover.v1.DelayFunction
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	20, // 15: drover.v1.TaskGroup.max_client_disconnect:type_name -> google.protobuf.Duration
+	20, // 16: drover.v1.TaskGroup.stop_after_client_disconnect:type_name -> google.protobuf.Duration
+	20, // 17: drover.v1.UpdateStrategy.min_healthy_time:type_name -> google.protobuf.Duration
+	20, // 18: drover.v1.UpdateStrategy.healthy_deadline:type_name -> google.protobuf.Duration
+	20, // 19: drover.v1.UpdateStrategy.progress_deadline:type_name -> google.protobuf.Duration
+	20, // 20: drover.v1.UpdateStrategy.stagger:type_name -> google.protobuf.Duration
+	18, // 21: drover.v1.Task.config:type_name -> drover.v1.Task.ConfigEntry
+	19, // 22: drover.v1.Task.env:type_name -> drover.v1.Task.EnvEntry
+	11, // 23: drover.v1.Resources.ports:type_name -> drover.v1.Port
+	2,  // 24: drover.v1.Constraint.operator:type_name -> drover.v1.ConstraintOperator
+	14, // 25: drover.v1.Spread.targets:type_name -> drover.v1.SpreadTarget
+	3,  // 26: drover.v1.ReschedulePolicy.delay_function:type_name -> drover.v1.DelayFunction
+	20, // 27: drover.v1.ReschedulePolicy.interval:type_name -> google.protobuf.Duration
+	20, // 28: drover.v1.ReschedulePolicy.delay:type_name -> google.protobuf.Duration
+	20, // 29: drover.v1.ReschedulePolicy.max_delay:type_name -> google.protobuf.Duration
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_job_proto_init() }

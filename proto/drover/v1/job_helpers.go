@@ -1,6 +1,10 @@
 package droverv1
 
-import "time"
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+)
 
 // DefaultJobPriority is the priority of a job that does not set one.
 const DefaultJobPriority = 50
@@ -11,16 +15,16 @@ func defaultReschedulePolicy(t JobType) *ReschedulePolicy {
 	switch t {
 	case JobType_JOB_TYPE_SERVICE:
 		return &ReschedulePolicy{
-			Delay:         int64(30 * time.Second),
+			Delay:         durationpb.New(30 * time.Second),
 			DelayFunction: DelayFunction_DELAY_FUNCTION_EXPONENTIAL,
-			MaxDelay:      int64(time.Hour),
+			MaxDelay:      durationpb.New(time.Hour),
 			Unlimited:     true,
 		}
 	case JobType_JOB_TYPE_BATCH:
 		return &ReschedulePolicy{
 			Attempts:      1,
-			Interval:      int64(24 * time.Hour),
-			Delay:         int64(5 * time.Second),
+			Interval:      durationpb.New(24 * time.Hour),
+			Delay:         durationpb.New(5 * time.Second),
 			DelayFunction: DelayFunction_DELAY_FUNCTION_CONSTANT,
 		}
 	}
@@ -29,8 +33,11 @@ func defaultReschedulePolicy(t JobType) *ReschedulePolicy {
 
 // Canonicalize fills in the defaults of an operator's job specification so
 // that the stored job says explicitly how it behaves. It is called before
-// Validate, on a job the caller owns.
+// Validate, on a job the caller owns. Durations a client built before 0.3
+// sent in the legacy nanosecond fields are moved into their Duration
+// fields first, so that validation sees them.
 func (j *Job) Canonicalize() {
+	j.UpgradeLegacyDurations()
 	if j.Type == JobType_JOB_TYPE_UNSPECIFIED {
 		j.Type = JobType_JOB_TYPE_SERVICE
 	}

@@ -84,9 +84,9 @@ func validateTaskGroup(v *violations, field string, jobType JobType, tg *TaskGro
 	validateResources(v, field+".resources", tg.GetResources())
 	validateConstraints(v, field+".constraints", tg.GetConstraints())
 	validateSpreads(v, field+".spreads", tg.GetSpreads())
-	v.nonNegative(field+".max_client_disconnect", tg.GetMaxClientDisconnect())
-	v.nonNegative(field+".stop_after_client_disconnect", tg.GetStopAfterClientDisconnect())
-	if jobType == JobType_JOB_TYPE_SYSTEM && tg.GetStopAfterClientDisconnect() != 0 {
+	v.duration(field+".max_client_disconnect", tg.GetMaxClientDisconnect())
+	stopAfter := v.duration(field+".stop_after_client_disconnect", tg.GetStopAfterClientDisconnect())
+	if jobType == JobType_JOB_TYPE_SYSTEM && stopAfter != 0 {
 		v.add(field+".stop_after_client_disconnect", "is not supported for system jobs")
 	}
 	v.enum(field+".reconnect_strategy", int32(tg.GetReconnectStrategy()), ReconnectStrategy_name)
@@ -247,14 +247,14 @@ func validateReschedulePolicy(v *violations, field string, rp *ReschedulePolicy)
 	if rp.GetAttempts() < 0 {
 		v.add(field+".attempts", "must not be negative")
 	}
-	v.nonNegative(field+".interval", rp.GetInterval())
-	v.nonNegative(field+".delay", rp.GetDelay())
-	v.nonNegative(field+".max_delay", rp.GetMaxDelay())
+	interval := v.duration(field+".interval", rp.GetInterval())
+	delay := v.duration(field+".delay", rp.GetDelay())
+	maxDelay := v.duration(field+".max_delay", rp.GetMaxDelay())
 	v.enum(field+".delay_function", int32(rp.GetDelayFunction()), DelayFunction_name)
-	if rp.GetDelayFunction() == DelayFunction_DELAY_FUNCTION_EXPONENTIAL && rp.GetMaxDelay() < rp.GetDelay() {
+	if rp.GetDelayFunction() == DelayFunction_DELAY_FUNCTION_EXPONENTIAL && maxDelay < delay {
 		v.add(field+".max_delay", "must be at least delay for an exponential delay")
 	}
-	if !rp.GetUnlimited() && rp.GetAttempts() > 0 && rp.GetInterval() <= 0 {
+	if !rp.GetUnlimited() && rp.GetAttempts() > 0 && interval <= 0 {
 		v.add(field+".interval", "must be positive when attempts are limited")
 	}
 }

@@ -85,11 +85,13 @@ func (m *TaskGroup) CloneVT() *TaskGroup {
 	r.Count = m.Count
 	r.Resources = m.Resources.CloneVT()
 	r.ReschedulePolicy = m.ReschedulePolicy.CloneVT()
-	r.MaxClientDisconnect = m.MaxClientDisconnect
-	r.StopAfterClientDisconnect = m.StopAfterClientDisconnect
+	r.MaxClientDisconnectNs = m.MaxClientDisconnectNs
+	r.StopAfterClientDisconnectNs = m.StopAfterClientDisconnectNs
 	r.ReconnectStrategy = m.ReconnectStrategy
 	r.Migrate = m.Migrate.CloneVT()
 	r.Update = m.Update.CloneVT()
+	r.MaxClientDisconnect = (*durationpb.Duration)((*durationpb1.Duration)(m.MaxClientDisconnect).CloneVT())
+	r.StopAfterClientDisconnect = (*durationpb.Duration)((*durationpb1.Duration)(m.StopAfterClientDisconnect).CloneVT())
 	if rhs := m.Constraints; rhs != nil {
 		tmpContainer := make([]*Constraint, len(rhs))
 		for k, v := range rhs {
@@ -330,11 +332,14 @@ func (m *ReschedulePolicy) CloneVT() *ReschedulePolicy {
 	}
 	r := new(ReschedulePolicy)
 	r.Attempts = m.Attempts
-	r.Interval = m.Interval
-	r.Delay = m.Delay
+	r.IntervalNs = m.IntervalNs
+	r.DelayNs = m.DelayNs
 	r.DelayFunction = m.DelayFunction
-	r.MaxDelay = m.MaxDelay
+	r.MaxDelayNs = m.MaxDelayNs
 	r.Unlimited = m.Unlimited
+	r.Interval = (*durationpb.Duration)((*durationpb1.Duration)(m.Interval).CloneVT())
+	r.Delay = (*durationpb.Duration)((*durationpb1.Duration)(m.Delay).CloneVT())
+	r.MaxDelay = (*durationpb.Duration)((*durationpb1.Duration)(m.MaxDelay).CloneVT())
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -508,10 +513,10 @@ func (this *TaskGroup) EqualVT(that *TaskGroup) bool {
 	if !this.ReschedulePolicy.EqualVT(that.ReschedulePolicy) {
 		return false
 	}
-	if this.MaxClientDisconnect != that.MaxClientDisconnect {
+	if this.MaxClientDisconnectNs != that.MaxClientDisconnectNs {
 		return false
 	}
-	if this.StopAfterClientDisconnect != that.StopAfterClientDisconnect {
+	if this.StopAfterClientDisconnectNs != that.StopAfterClientDisconnectNs {
 		return false
 	}
 	if this.ReconnectStrategy != that.ReconnectStrategy {
@@ -550,6 +555,12 @@ func (this *TaskGroup) EqualVT(that *TaskGroup) bool {
 		return false
 	}
 	if !this.Update.EqualVT(that.Update) {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.MaxClientDisconnect).EqualVT((*durationpb1.Duration)(that.MaxClientDisconnect)) {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.StopAfterClientDisconnect).EqualVT((*durationpb1.Duration)(that.StopAfterClientDisconnect)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -829,19 +840,28 @@ func (this *ReschedulePolicy) EqualVT(that *ReschedulePolicy) bool {
 	if this.Attempts != that.Attempts {
 		return false
 	}
-	if this.Interval != that.Interval {
+	if this.IntervalNs != that.IntervalNs {
 		return false
 	}
-	if this.Delay != that.Delay {
+	if this.DelayNs != that.DelayNs {
 		return false
 	}
 	if this.DelayFunction != that.DelayFunction {
 		return false
 	}
-	if this.MaxDelay != that.MaxDelay {
+	if this.MaxDelayNs != that.MaxDelayNs {
 		return false
 	}
 	if this.Unlimited != that.Unlimited {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.Interval).EqualVT((*durationpb1.Duration)(that.Interval)) {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.Delay).EqualVT((*durationpb1.Duration)(that.Delay)) {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.MaxDelay).EqualVT((*durationpb1.Duration)(that.MaxDelay)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -1057,6 +1077,26 @@ func (m *TaskGroup) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.StopAfterClientDisconnect != nil {
+		size, err := (*durationpb1.Duration)(m.StopAfterClientDisconnect).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x7a
+	}
+	if m.MaxClientDisconnect != nil {
+		size, err := (*durationpb1.Duration)(m.MaxClientDisconnect).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x72
+	}
 	if m.Update != nil {
 		size, err := m.Update.MarshalToSizedBufferVT(dAtA[:i])
 		if err != nil {
@@ -1113,13 +1153,13 @@ func (m *TaskGroup) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x48
 	}
-	if m.StopAfterClientDisconnect != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.StopAfterClientDisconnect))
+	if m.StopAfterClientDisconnectNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.StopAfterClientDisconnectNs))
 		i--
 		dAtA[i] = 0x40
 	}
-	if m.MaxClientDisconnect != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxClientDisconnect))
+	if m.MaxClientDisconnectNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxClientDisconnectNs))
 		i--
 		dAtA[i] = 0x38
 	}
@@ -1707,6 +1747,36 @@ func (m *ReschedulePolicy) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.MaxDelay != nil {
+		size, err := (*durationpb1.Duration)(m.MaxDelay).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x4a
+	}
+	if m.Delay != nil {
+		size, err := (*durationpb1.Duration)(m.Delay).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x42
+	}
+	if m.Interval != nil {
+		size, err := (*durationpb1.Duration)(m.Interval).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x3a
+	}
 	if m.Unlimited {
 		i--
 		if m.Unlimited {
@@ -1717,8 +1787,8 @@ func (m *ReschedulePolicy) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x30
 	}
-	if m.MaxDelay != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxDelay))
+	if m.MaxDelayNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxDelayNs))
 		i--
 		dAtA[i] = 0x28
 	}
@@ -1727,13 +1797,13 @@ func (m *ReschedulePolicy) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x20
 	}
-	if m.Delay != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Delay))
+	if m.DelayNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.DelayNs))
 		i--
 		dAtA[i] = 0x18
 	}
-	if m.Interval != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Interval))
+	if m.IntervalNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.IntervalNs))
 		i--
 		dAtA[i] = 0x10
 	}
@@ -1856,11 +1926,11 @@ func (m *TaskGroup) SizeVT() (n int) {
 		l = m.ReschedulePolicy.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if m.MaxClientDisconnect != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxClientDisconnect))
+	if m.MaxClientDisconnectNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxClientDisconnectNs))
 	}
-	if m.StopAfterClientDisconnect != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.StopAfterClientDisconnect))
+	if m.StopAfterClientDisconnectNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.StopAfterClientDisconnectNs))
 	}
 	if m.ReconnectStrategy != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.ReconnectStrategy))
@@ -1885,6 +1955,14 @@ func (m *TaskGroup) SizeVT() (n int) {
 	}
 	if m.Update != nil {
 		l = m.Update.SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.MaxClientDisconnect != nil {
+		l = (*durationpb1.Duration)(m.MaxClientDisconnect).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.StopAfterClientDisconnect != nil {
+		l = (*durationpb1.Duration)(m.StopAfterClientDisconnect).SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
@@ -2091,20 +2169,32 @@ func (m *ReschedulePolicy) SizeVT() (n int) {
 	if m.Attempts != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Attempts))
 	}
-	if m.Interval != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.Interval))
+	if m.IntervalNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.IntervalNs))
 	}
-	if m.Delay != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.Delay))
+	if m.DelayNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.DelayNs))
 	}
 	if m.DelayFunction != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.DelayFunction))
 	}
-	if m.MaxDelay != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxDelay))
+	if m.MaxDelayNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxDelayNs))
 	}
 	if m.Unlimited {
 		n += 2
+	}
+	if m.Interval != nil {
+		l = (*durationpb1.Duration)(m.Interval).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.Delay != nil {
+		l = (*durationpb1.Duration)(m.Delay).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.MaxDelay != nil {
+		l = (*durationpb1.Duration)(m.MaxDelay).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2902,9 +2992,9 @@ func (m *TaskGroup) UnmarshalVT(dAtA []byte) error {
 			iNdEx = postIndex
 		case 7:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field MaxClientDisconnect", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxClientDisconnectNs", wireType)
 			}
-			m.MaxClientDisconnect = 0
+			m.MaxClientDisconnectNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -2914,16 +3004,16 @@ func (m *TaskGroup) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.MaxClientDisconnect |= int64(b&0x7F) << shift
+				m.MaxClientDisconnectNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
 			}
 		case 8:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field StopAfterClientDisconnect", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field StopAfterClientDisconnectNs", wireType)
 			}
-			m.StopAfterClientDisconnect = 0
+			m.StopAfterClientDisconnectNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -2933,7 +3023,7 @@ func (m *TaskGroup) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.StopAfterClientDisconnect |= int64(b&0x7F) << shift
+				m.StopAfterClientDisconnectNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -3187,6 +3277,78 @@ func (m *TaskGroup) UnmarshalVT(dAtA []byte) error {
 				m.Update = &UpdateStrategy{}
 			}
 			if err := m.Update.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 14:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxClientDisconnect", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.MaxClientDisconnect == nil {
+				m.MaxClientDisconnect = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.MaxClientDisconnect).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 15:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StopAfterClientDisconnect", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.StopAfterClientDisconnect == nil {
+				m.StopAfterClientDisconnect = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.StopAfterClientDisconnect).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex
@@ -4615,9 +4777,9 @@ func (m *ReschedulePolicy) UnmarshalVT(dAtA []byte) error {
 			}
 		case 2:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Interval", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field IntervalNs", wireType)
 			}
-			m.Interval = 0
+			m.IntervalNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -4627,16 +4789,16 @@ func (m *ReschedulePolicy) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.Interval |= int64(b&0x7F) << shift
+				m.IntervalNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
 			}
 		case 3:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Delay", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field DelayNs", wireType)
 			}
-			m.Delay = 0
+			m.DelayNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -4646,7 +4808,7 @@ func (m *ReschedulePolicy) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.Delay |= int64(b&0x7F) << shift
+				m.DelayNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -4672,9 +4834,9 @@ func (m *ReschedulePolicy) UnmarshalVT(dAtA []byte) error {
 			}
 		case 5:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field MaxDelay", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxDelayNs", wireType)
 			}
-			m.MaxDelay = 0
+			m.MaxDelayNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -4684,7 +4846,7 @@ func (m *ReschedulePolicy) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.MaxDelay |= int64(b&0x7F) << shift
+				m.MaxDelayNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -4709,6 +4871,114 @@ func (m *ReschedulePolicy) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Unlimited = bool(v != 0)
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Interval", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Interval == nil {
+				m.Interval = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.Interval).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Delay", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Delay == nil {
+				m.Delay = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.Delay).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 9:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxDelay", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.MaxDelay == nil {
+				m.MaxDelay = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.MaxDelay).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

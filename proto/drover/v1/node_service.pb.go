@@ -9,6 +9,7 @@ package droverv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -70,15 +71,20 @@ func (x *RegisterNodeRequest) GetNode() *Node {
 // RegisterNodeResponse tells the agent how to proceed.
 type RegisterNodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Heartbeat within this many nanoseconds.
-	HeartbeatTtl int64 `protobuf:"varint,1,opt,name=heartbeat_ttl,json=heartbeatTtl,proto3" json:"heartbeat_ttl,omitempty"`
+	// Deprecated: heartbeat_ttl in nanoseconds. Still set, to the same value,
+	// for one release so that agents built before 0.3 keep their TTL.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/node_service.proto.
+	HeartbeatTtlNs int64 `protobuf:"varint,1,opt,name=heartbeat_ttl_ns,json=heartbeatTtlNs,proto3" json:"heartbeat_ttl_ns,omitempty"`
 	// Raft index of the registration.
 	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
 	// The node's status as stored.
 	Status                NodeStatus            `protobuf:"varint,3,opt,name=status,proto3,enum=drover.v1.NodeStatus" json:"status,omitempty"`
 	SchedulingEligibility SchedulingEligibility `protobuf:"varint,4,opt,name=scheduling_eligibility,json=schedulingEligibility,proto3,enum=drover.v1.SchedulingEligibility" json:"scheduling_eligibility,omitempty"`
 	// RPC addresses of the servers, for failover.
-	Servers       []string `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
+	Servers []string `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
+	// Heartbeat within this long.
+	HeartbeatTtl  *durationpb.Duration `protobuf:"bytes,6,opt,name=heartbeat_ttl,json=heartbeatTtl,proto3" json:"heartbeat_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -113,9 +119,10 @@ func (*RegisterNodeResponse) Descriptor() ([]byte, []int) {
 	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *RegisterNodeResponse) GetHeartbeatTtl() int64 {
+// Deprecated: Marked as deprecated in drover/v1/node_service.proto.
+func (x *RegisterNodeResponse) GetHeartbeatTtlNs() int64 {
 	if x != nil {
-		return x.HeartbeatTtl
+		return x.HeartbeatTtlNs
 	}
 	return 0
 }
@@ -144,6 +151,13 @@ func (x *RegisterNodeResponse) GetSchedulingEligibility() SchedulingEligibility 
 func (x *RegisterNodeResponse) GetServers() []string {
 	if x != nil {
 		return x.Servers
+	}
+	return nil
+}
+
+func (x *RegisterNodeResponse) GetHeartbeatTtl() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatTtl
 	}
 	return nil
 }
@@ -213,15 +227,20 @@ func (x *UpdateNodeStatusRequest) GetStatus() NodeStatus {
 // UpdateNodeStatusResponse tells the agent its status and the next deadline.
 type UpdateNodeStatusResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Heartbeat again within this many nanoseconds.
-	HeartbeatTtl int64 `protobuf:"varint,1,opt,name=heartbeat_ttl,json=heartbeatTtl,proto3" json:"heartbeat_ttl,omitempty"`
+	// Deprecated: heartbeat_ttl in nanoseconds. Still set, to the same value,
+	// for one release so that agents built before 0.3 keep their TTL.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/node_service.proto.
+	HeartbeatTtlNs int64 `protobuf:"varint,1,opt,name=heartbeat_ttl_ns,json=heartbeatTtlNs,proto3" json:"heartbeat_ttl_ns,omitempty"`
 	// The node's status after this heartbeat.
 	Status NodeStatus `protobuf:"varint,2,opt,name=status,proto3,enum=drover.v1.NodeStatus" json:"status,omitempty"`
 	// Raft index of the status change; zero when nothing was written.
 	Index uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
 	// Evaluations created by the status change.
-	EvalIds       []string `protobuf:"bytes,4,rep,name=eval_ids,json=evalIds,proto3" json:"eval_ids,omitempty"`
-	Servers       []string `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
+	EvalIds []string `protobuf:"bytes,4,rep,name=eval_ids,json=evalIds,proto3" json:"eval_ids,omitempty"`
+	Servers []string `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
+	// Heartbeat again within this long.
+	HeartbeatTtl  *durationpb.Duration `protobuf:"bytes,6,opt,name=heartbeat_ttl,json=heartbeatTtl,proto3" json:"heartbeat_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -256,9 +275,10 @@ func (*UpdateNodeStatusResponse) Descriptor() ([]byte, []int) {
 	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *UpdateNodeStatusResponse) GetHeartbeatTtl() int64 {
+// Deprecated: Marked as deprecated in drover/v1/node_service.proto.
+func (x *UpdateNodeStatusResponse) GetHeartbeatTtlNs() int64 {
 	if x != nil {
-		return x.HeartbeatTtl
+		return x.HeartbeatTtlNs
 	}
 	return 0
 }
@@ -287,6 +307,13 @@ func (x *UpdateNodeStatusResponse) GetEvalIds() []string {
 func (x *UpdateNodeStatusResponse) GetServers() []string {
 	if x != nil {
 		return x.Servers
+	}
+	return nil
+}
+
+func (x *UpdateNodeStatusResponse) GetHeartbeatTtl() *durationpb.Duration {
+	if x != nil {
+		return x.HeartbeatTtl
 	}
 	return nil
 }
@@ -416,9 +443,13 @@ type GetAllocsRequest struct {
 	// Return when the node's allocations have changed past this index; zero
 	// returns at once.
 	MinIndex uint64 `protobuf:"varint,3,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
-	// Longest wait in nanoseconds; zero or less means 5 minutes, longer waits
-	// are cut to 5 minutes.
-	MaxWait       int64 `protobuf:"varint,4,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when max_wait is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/node_service.proto.
+	MaxWaitNs int64 `protobuf:"varint,4,opt,name=max_wait_ns,json=maxWaitNs,proto3" json:"max_wait_ns,omitempty"`
+	// Longest wait; unset, zero or less means 5 minutes, longer waits are cut
+	// to 5 minutes.
+	MaxWait       *durationpb.Duration `protobuf:"bytes,5,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -474,11 +505,19 @@ func (x *GetAllocsRequest) GetMinIndex() uint64 {
 	return 0
 }
 
-func (x *GetAllocsRequest) GetMaxWait() int64 {
+// Deprecated: Marked as deprecated in drover/v1/node_service.proto.
+func (x *GetAllocsRequest) GetMaxWaitNs() int64 {
+	if x != nil {
+		return x.MaxWaitNs
+	}
+	return 0
+}
+
+func (x *GetAllocsRequest) GetMaxWait() *durationpb.Duration {
 	if x != nil {
 		return x.MaxWait
 	}
-	return 0
+	return nil
 }
 
 // GetAllocsResponse lists every allocation on the node, terminal ones
@@ -888,17 +927,21 @@ type UpdateNodeDrainRequest struct {
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// True starts a drain, false ends one.
 	Enable bool `protobuf:"varint,2,opt,name=enable,proto3" json:"enable,omitempty"`
-	// With enable: nanoseconds after which everything left on the node moves
-	// at once, whatever the groups' migrate max_parallel; zero means no
-	// deadline.
-	Deadline int64 `protobuf:"varint,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when deadline is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/node_service.proto.
+	DeadlineNs int64 `protobuf:"varint,3,opt,name=deadline_ns,json=deadlineNs,proto3" json:"deadline_ns,omitempty"`
 	// With enable: leave system jobs' allocations on the node.
 	IgnoreSystemJobs bool `protobuf:"varint,4,opt,name=ignore_system_jobs,json=ignoreSystemJobs,proto3" json:"ignore_system_jobs,omitempty"`
 	// Without enable: make the node eligible again.
 	MarkEligible bool `protobuf:"varint,5,opt,name=mark_eligible,json=markEligible,proto3" json:"mark_eligible,omitempty"`
 	// With enable: move every allocation at once, ignoring the groups'
 	// migrate max_parallel (the deadline is now).
-	Force         bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	Force bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	// With enable: how long after the drain starts everything left on the
+	// node moves at once, whatever the groups' migrate max_parallel; unset or
+	// zero means no deadline.
+	Deadline      *durationpb.Duration `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,9 +990,10 @@ func (x *UpdateNodeDrainRequest) GetEnable() bool {
 	return false
 }
 
-func (x *UpdateNodeDrainRequest) GetDeadline() int64 {
+// Deprecated: Marked as deprecated in drover/v1/node_service.proto.
+func (x *UpdateNodeDrainRequest) GetDeadlineNs() int64 {
 	if x != nil {
-		return x.Deadline
+		return x.DeadlineNs
 	}
 	return 0
 }
@@ -973,6 +1017,13 @@ func (x *UpdateNodeDrainRequest) GetForce() bool {
 		return x.Force
 	}
 	return false
+}
+
+func (x *UpdateNodeDrainRequest) GetDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
 }
 
 // UpdateNodeDrainResponse reports the write.
@@ -1033,37 +1084,40 @@ var File_drover_v1_node_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cdrover/v1/node_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\x1a\x15drover/v1/query.proto\":\n" +
+	"\x1cdrover/v1/node_service.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x13drover/v1/job.proto\x1a\x14drover/v1/node.proto\x1a\x15drover/v1/query.proto\x1a\x1egoogle/protobuf/duration.proto\":\n" +
 	"\x13RegisterNodeRequest\x12#\n" +
-	"\x04node\x18\x01 \x01(\v2\x0f.drover.v1.NodeR\x04node\"\xf3\x01\n" +
-	"\x14RegisterNodeResponse\x12#\n" +
-	"\rheartbeat_ttl\x18\x01 \x01(\x03R\fheartbeatTtl\x12\x14\n" +
+	"\x04node\x18\x01 \x01(\v2\x0f.drover.v1.NodeR\x04node\"\xbc\x02\n" +
+	"\x14RegisterNodeResponse\x12,\n" +
+	"\x10heartbeat_ttl_ns\x18\x01 \x01(\x03B\x02\x18\x01R\x0eheartbeatTtlNs\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12-\n" +
 	"\x06status\x18\x03 \x01(\x0e2\x15.drover.v1.NodeStatusR\x06status\x12W\n" +
 	"\x16scheduling_eligibility\x18\x04 \x01(\x0e2 .drover.v1.SchedulingEligibilityR\x15schedulingEligibility\x12\x18\n" +
-	"\aservers\x18\x05 \x03(\tR\aservers\"~\n" +
+	"\aservers\x18\x05 \x03(\tR\aservers\x12>\n" +
+	"\rheartbeat_ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\fheartbeatTtl\"~\n" +
 	"\x17UpdateNodeStatusRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tsecret_id\x18\x02 \x01(\tR\bsecretId\x12-\n" +
-	"\x06status\x18\x03 \x01(\x0e2\x15.drover.v1.NodeStatusR\x06status\"\xb9\x01\n" +
-	"\x18UpdateNodeStatusResponse\x12#\n" +
-	"\rheartbeat_ttl\x18\x01 \x01(\x03R\fheartbeatTtl\x12-\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x15.drover.v1.NodeStatusR\x06status\"\x82\x02\n" +
+	"\x18UpdateNodeStatusResponse\x12,\n" +
+	"\x10heartbeat_ttl_ns\x18\x01 \x01(\x03B\x02\x18\x01R\x0eheartbeatTtlNs\x12-\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x15.drover.v1.NodeStatusR\x06status\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x19\n" +
 	"\beval_ids\x18\x04 \x03(\tR\aevalIds\x12\x18\n" +
-	"\aservers\x18\x05 \x03(\tR\aservers\"\x80\x01\n" +
+	"\aservers\x18\x05 \x03(\tR\aservers\x12>\n" +
+	"\rheartbeat_ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\fheartbeatTtl\"\x80\x01\n" +
 	"\x12UpdateAllocRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tsecret_id\x18\x02 \x01(\tR\bsecretId\x124\n" +
 	"\x06allocs\x18\x03 \x03(\v2\x1c.drover.v1.AllocClientUpdateR\x06allocs\"W\n" +
 	"\x13UpdateAllocResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12*\n" +
-	"\x11unknown_alloc_ids\x18\x02 \x03(\tR\x0funknownAllocIds\"\x80\x01\n" +
+	"\x11unknown_alloc_ids\x18\x02 \x03(\tR\x0funknownAllocIds\"\xbf\x01\n" +
 	"\x10GetAllocsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tsecret_id\x18\x02 \x01(\tR\bsecretId\x12\x1b\n" +
-	"\tmin_index\x18\x03 \x01(\x04R\bminIndex\x12\x19\n" +
-	"\bmax_wait\x18\x04 \x01(\x03R\amaxWait\"|\n" +
+	"\tmin_index\x18\x03 \x01(\x04R\bminIndex\x12\"\n" +
+	"\vmax_wait_ns\x18\x04 \x01(\x03B\x02\x18\x01R\tmaxWaitNs\x124\n" +
+	"\bmax_wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\"|\n" +
 	"\x11GetAllocsResponse\x12-\n" +
 	"\x06allocs\x18\x01 \x03(\v2\x15.drover.v1.AllocationR\x06allocs\x12\"\n" +
 	"\x04jobs\x18\x02 \x03(\v2\x0e.drover.v1.JobR\x04jobs\x12\x14\n" +
@@ -1088,14 +1142,16 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\veligibility\x18\x02 \x01(\x0e2 .drover.v1.SchedulingEligibilityR\veligibility\"P\n" +
 	"\x1dUpdateNodeEligibilityResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x19\n" +
-	"\beval_ids\x18\x02 \x03(\tR\aevalIds\"\xce\x01\n" +
+	"\beval_ids\x18\x02 \x03(\tR\aevalIds\"\x8e\x02\n" +
 	"\x16UpdateNodeDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
-	"\x06enable\x18\x02 \x01(\bR\x06enable\x12\x1a\n" +
-	"\bdeadline\x18\x03 \x01(\x03R\bdeadline\x12,\n" +
+	"\x06enable\x18\x02 \x01(\bR\x06enable\x12#\n" +
+	"\vdeadline_ns\x18\x03 \x01(\x03B\x02\x18\x01R\n" +
+	"deadlineNs\x12,\n" +
 	"\x12ignore_system_jobs\x18\x04 \x01(\bR\x10ignoreSystemJobs\x12#\n" +
 	"\rmark_eligible\x18\x05 \x01(\bR\fmarkEligible\x12\x14\n" +
-	"\x05force\x18\x06 \x01(\bR\x05force\"J\n" +
+	"\x05force\x18\x06 \x01(\bR\x05force\x125\n" +
+	"\bdeadline\x18\a \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"J\n" +
 	"\x17UpdateNodeDrainResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x19\n" +
 	"\beval_ids\x18\x02 \x03(\tR\aevalIds2\x88\x05\n" +
@@ -1142,52 +1198,57 @@ var file_drover_v1_node_service_proto_goTypes = []any{
 	(*Node)(nil),                          // 16: drover.v1.Node
 	(NodeStatus)(0),                       // 17: drover.v1.NodeStatus
 	(SchedulingEligibility)(0),            // 18: drover.v1.SchedulingEligibility
-	(*AllocClientUpdate)(nil),             // 19: drover.v1.AllocClientUpdate
-	(*Allocation)(nil),                    // 20: drover.v1.Allocation
-	(*Job)(nil),                           // 21: drover.v1.Job
-	(*QueryOptions)(nil),                  // 22: drover.v1.QueryOptions
-	(*QueryMeta)(nil),                     // 23: drover.v1.QueryMeta
-	(*PageOptions)(nil),                   // 24: drover.v1.PageOptions
+	(*durationpb.Duration)(nil),           // 19: google.protobuf.Duration
+	(*AllocClientUpdate)(nil),             // 20: drover.v1.AllocClientUpdate
+	(*Allocation)(nil),                    // 21: drover.v1.Allocation
+	(*Job)(nil),                           // 22: drover.v1.Job
+	(*QueryOptions)(nil),                  // 23: drover.v1.QueryOptions
+	(*QueryMeta)(nil),                     // 24: drover.v1.QueryMeta
+	(*PageOptions)(nil),                   // 25: drover.v1.PageOptions
 }
 var file_drover_v1_node_service_proto_depIdxs = []int32{
 	16, // 0: drover.v1.RegisterNodeRequest.node:type_name -> drover.v1.Node
 	17, // 1: drover.v1.RegisterNodeResponse.status:type_name -> drover.v1.NodeStatus
 	18, // 2: drover.v1.RegisterNodeResponse.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
-	17, // 3: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
-	17, // 4: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
-	19, // 5: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
-	20, // 6: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
-	21, // 7: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
-	22, // 8: drover.v1.GetNodeRequest.query:type_name -> drover.v1.QueryOptions
-	16, // 9: drover.v1.GetNodeResponse.node:type_name -> drover.v1.Node
-	20, // 10: drover.v1.GetNodeResponse.allocs:type_name -> drover.v1.Allocation
-	23, // 11: drover.v1.GetNodeResponse.meta:type_name -> drover.v1.QueryMeta
-	24, // 12: drover.v1.ListNodesRequest.page:type_name -> drover.v1.PageOptions
-	22, // 13: drover.v1.ListNodesRequest.query:type_name -> drover.v1.QueryOptions
-	16, // 14: drover.v1.ListNodesResponse.nodes:type_name -> drover.v1.Node
-	23, // 15: drover.v1.ListNodesResponse.meta:type_name -> drover.v1.QueryMeta
-	18, // 16: drover.v1.UpdateNodeEligibilityRequest.eligibility:type_name -> drover.v1.SchedulingEligibility
-	0,  // 17: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
-	2,  // 18: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
-	4,  // 19: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
-	6,  // 20: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
-	8,  // 21: drover.v1.NodeService.Get:input_type -> drover.v1.GetNodeRequest
-	10, // 22: drover.v1.NodeService.List:input_type -> drover.v1.ListNodesRequest
-	12, // 23: drover.v1.NodeService.UpdateEligibility:input_type -> drover.v1.UpdateNodeEligibilityRequest
-	14, // 24: drover.v1.NodeService.UpdateDrain:input_type -> drover.v1.UpdateNodeDrainRequest
-	1,  // 25: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
-	3,  // 26: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
-	5,  // 27: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
-	7,  // 28: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
-	9,  // 29: drover.v1.NodeService.Get:output_type -> drover.v1.GetNodeResponse
-	11, // 30: drover.v1.NodeService.List:output_type -> drover.v1.ListNodesResponse
-	13, // 31: drover.v1.NodeService.UpdateEligibility:output_type -> drover.v1.UpdateNodeEligibilityResponse
-	15, // 32: drover.v1.NodeService.UpdateDrain:output_type -> drover.v1.UpdateNodeDrainResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	19, // 3: drover.v1.RegisterNodeResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
+	17, // 4: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
+	17, // 5: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
+	19, // 6: drover.v1.UpdateNodeStatusResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
+	20, // 7: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
+	19, // 8: drover.v1.GetAllocsRequest.max_wait:type_name -> google.protobuf.Duration
+	21, // 9: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
+	22, // 10: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
+	23, // 11: drover.v1.GetNodeRequest.query:type_name -> drover.v1.QueryOptions
+	16, // 12: drover.v1.GetNodeResponse.node:type_name -> drover.v1.Node
+	21, // 13: drover.v1.GetNodeResponse.allocs:type_name -> drover.v1.Allocation
+	24, // 14: drover.v1.GetNodeResponse.meta:type_name -> drover.v1.QueryMeta
+	25, // 15: drover.v1.ListNodesRequest.page:type_name -> drover.v1.PageOptions
+	23, // 16: drover.v1.ListNodesRequest.query:type_name -> drover.v1.QueryOptions
+	16, // 17: drover.v1.ListNodesResponse.nodes:type_name -> drover.v1.Node
+	24, // 18: drover.v1.ListNodesResponse.meta:type_name -> drover.v1.QueryMeta
+	18, // 19: drover.v1.UpdateNodeEligibilityRequest.eligibility:type_name -> drover.v1.SchedulingEligibility
+	19, // 20: drover.v1.UpdateNodeDrainRequest.deadline:type_name -> google.protobuf.Duration
+	0,  // 21: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
+	2,  // 22: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
+	4,  // 23: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
+	6,  // 24: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
+	8,  // 25: drover.v1.NodeService.Get:input_type -> drover.v1.GetNodeRequest
+	10, // 26: drover.v1.NodeService.List:input_type -> drover.v1.ListNodesRequest
+	12, // 27: drover.v1.NodeService.UpdateEligibility:input_type -> drover.v1.UpdateNodeEligibilityRequest
+	14, // 28: drover.v1.NodeService.UpdateDrain:input_type -> drover.v1.UpdateNodeDrainRequest
+	1,  // 29: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
+	3,  // 30: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
+	5,  // 31: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
+	7,  // 32: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
+	9,  // 33: drover.v1.NodeService.Get:output_type -> drover.v1.GetNodeResponse
+	11, // 34: drover.v1.NodeService.List:output_type -> drover.v1.ListNodesResponse
+	13, // 35: drover.v1.NodeService.UpdateEligibility:output_type -> drover.v1.UpdateNodeEligibilityResponse
+	15, // 36: drover.v1.NodeService.UpdateDrain:output_type -> drover.v1.UpdateNodeDrainResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_node_service_proto_init() }

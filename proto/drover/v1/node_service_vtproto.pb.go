@@ -7,8 +7,10 @@ package droverv1
 import (
 	fmt "fmt"
 	protohelpers "github.com/planetscale/vtprotobuf/protohelpers"
+	durationpb1 "github.com/planetscale/vtprotobuf/types/known/durationpb"
 	proto "google.golang.org/protobuf/proto"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	io "io"
 )
 
@@ -41,10 +43,11 @@ func (m *RegisterNodeResponse) CloneVT() *RegisterNodeResponse {
 		return (*RegisterNodeResponse)(nil)
 	}
 	r := new(RegisterNodeResponse)
-	r.HeartbeatTtl = m.HeartbeatTtl
+	r.HeartbeatTtlNs = m.HeartbeatTtlNs
 	r.Index = m.Index
 	r.Status = m.Status
 	r.SchedulingEligibility = m.SchedulingEligibility
+	r.HeartbeatTtl = (*durationpb.Duration)((*durationpb1.Duration)(m.HeartbeatTtl).CloneVT())
 	if rhs := m.Servers; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -85,9 +88,10 @@ func (m *UpdateNodeStatusResponse) CloneVT() *UpdateNodeStatusResponse {
 		return (*UpdateNodeStatusResponse)(nil)
 	}
 	r := new(UpdateNodeStatusResponse)
-	r.HeartbeatTtl = m.HeartbeatTtl
+	r.HeartbeatTtlNs = m.HeartbeatTtlNs
 	r.Status = m.Status
 	r.Index = m.Index
+	r.HeartbeatTtl = (*durationpb.Duration)((*durationpb1.Duration)(m.HeartbeatTtl).CloneVT())
 	if rhs := m.EvalIds; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -164,7 +168,8 @@ func (m *GetAllocsRequest) CloneVT() *GetAllocsRequest {
 	r.NodeId = m.NodeId
 	r.SecretId = m.SecretId
 	r.MinIndex = m.MinIndex
-	r.MaxWait = m.MaxWait
+	r.MaxWaitNs = m.MaxWaitNs
+	r.MaxWait = (*durationpb.Duration)((*durationpb1.Duration)(m.MaxWait).CloneVT())
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -340,10 +345,11 @@ func (m *UpdateNodeDrainRequest) CloneVT() *UpdateNodeDrainRequest {
 	r := new(UpdateNodeDrainRequest)
 	r.NodeId = m.NodeId
 	r.Enable = m.Enable
-	r.Deadline = m.Deadline
+	r.DeadlineNs = m.DeadlineNs
 	r.IgnoreSystemJobs = m.IgnoreSystemJobs
 	r.MarkEligible = m.MarkEligible
 	r.Force = m.Force
+	r.Deadline = (*durationpb.Duration)((*durationpb1.Duration)(m.Deadline).CloneVT())
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -402,7 +408,7 @@ func (this *RegisterNodeResponse) EqualVT(that *RegisterNodeResponse) bool {
 	} else if this == nil || that == nil {
 		return false
 	}
-	if this.HeartbeatTtl != that.HeartbeatTtl {
+	if this.HeartbeatTtlNs != that.HeartbeatTtlNs {
 		return false
 	}
 	if this.Index != that.Index {
@@ -422,6 +428,9 @@ func (this *RegisterNodeResponse) EqualVT(that *RegisterNodeResponse) bool {
 		if vx != vy {
 			return false
 		}
+	}
+	if !(*durationpb1.Duration)(this.HeartbeatTtl).EqualVT((*durationpb1.Duration)(that.HeartbeatTtl)) {
+		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -464,7 +473,7 @@ func (this *UpdateNodeStatusResponse) EqualVT(that *UpdateNodeStatusResponse) bo
 	} else if this == nil || that == nil {
 		return false
 	}
-	if this.HeartbeatTtl != that.HeartbeatTtl {
+	if this.HeartbeatTtlNs != that.HeartbeatTtlNs {
 		return false
 	}
 	if this.Status != that.Status {
@@ -490,6 +499,9 @@ func (this *UpdateNodeStatusResponse) EqualVT(that *UpdateNodeStatusResponse) bo
 		if vx != vy {
 			return false
 		}
+	}
+	if !(*durationpb1.Duration)(this.HeartbeatTtl).EqualVT((*durationpb1.Duration)(that.HeartbeatTtl)) {
+		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -583,7 +595,10 @@ func (this *GetAllocsRequest) EqualVT(that *GetAllocsRequest) bool {
 	if this.MinIndex != that.MinIndex {
 		return false
 	}
-	if this.MaxWait != that.MaxWait {
+	if this.MaxWaitNs != that.MaxWaitNs {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.MaxWait).EqualVT((*durationpb1.Duration)(that.MaxWait)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -833,7 +848,7 @@ func (this *UpdateNodeDrainRequest) EqualVT(that *UpdateNodeDrainRequest) bool {
 	if this.Enable != that.Enable {
 		return false
 	}
-	if this.Deadline != that.Deadline {
+	if this.DeadlineNs != that.DeadlineNs {
 		return false
 	}
 	if this.IgnoreSystemJobs != that.IgnoreSystemJobs {
@@ -843,6 +858,9 @@ func (this *UpdateNodeDrainRequest) EqualVT(that *UpdateNodeDrainRequest) bool {
 		return false
 	}
 	if this.Force != that.Force {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.Deadline).EqualVT((*durationpb1.Duration)(that.Deadline)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -956,6 +974,16 @@ func (m *RegisterNodeResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) 
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.HeartbeatTtl != nil {
+		size, err := (*durationpb1.Duration)(m.HeartbeatTtl).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x32
+	}
 	if len(m.Servers) > 0 {
 		for iNdEx := len(m.Servers) - 1; iNdEx >= 0; iNdEx-- {
 			i -= len(m.Servers[iNdEx])
@@ -980,8 +1008,8 @@ func (m *RegisterNodeResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) 
 		i--
 		dAtA[i] = 0x10
 	}
-	if m.HeartbeatTtl != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.HeartbeatTtl))
+	if m.HeartbeatTtlNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.HeartbeatTtlNs))
 		i--
 		dAtA[i] = 0x8
 	}
@@ -1070,6 +1098,16 @@ func (m *UpdateNodeStatusResponse) MarshalToSizedBufferVT(dAtA []byte) (int, err
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.HeartbeatTtl != nil {
+		size, err := (*durationpb1.Duration)(m.HeartbeatTtl).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x32
+	}
 	if len(m.Servers) > 0 {
 		for iNdEx := len(m.Servers) - 1; iNdEx >= 0; iNdEx-- {
 			i -= len(m.Servers[iNdEx])
@@ -1098,8 +1136,8 @@ func (m *UpdateNodeStatusResponse) MarshalToSizedBufferVT(dAtA []byte) (int, err
 		i--
 		dAtA[i] = 0x10
 	}
-	if m.HeartbeatTtl != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.HeartbeatTtl))
+	if m.HeartbeatTtlNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.HeartbeatTtlNs))
 		i--
 		dAtA[i] = 0x8
 	}
@@ -1242,8 +1280,18 @@ func (m *GetAllocsRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
-	if m.MaxWait != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxWait))
+	if m.MaxWait != nil {
+		size, err := (*durationpb1.Duration)(m.MaxWait).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if m.MaxWaitNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxWaitNs))
 		i--
 		dAtA[i] = 0x20
 	}
@@ -1683,6 +1731,16 @@ func (m *UpdateNodeDrainRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Deadline != nil {
+		size, err := (*durationpb1.Duration)(m.Deadline).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x3a
+	}
 	if m.Force {
 		i--
 		if m.Force {
@@ -1713,8 +1771,8 @@ func (m *UpdateNodeDrainRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error
 		i--
 		dAtA[i] = 0x20
 	}
-	if m.Deadline != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Deadline))
+	if m.DeadlineNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.DeadlineNs))
 		i--
 		dAtA[i] = 0x18
 	}
@@ -1805,8 +1863,8 @@ func (m *RegisterNodeResponse) SizeVT() (n int) {
 	}
 	var l int
 	_ = l
-	if m.HeartbeatTtl != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.HeartbeatTtl))
+	if m.HeartbeatTtlNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.HeartbeatTtlNs))
 	}
 	if m.Index != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Index))
@@ -1822,6 +1880,10 @@ func (m *RegisterNodeResponse) SizeVT() (n int) {
 			l = len(s)
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	if m.HeartbeatTtl != nil {
+		l = (*durationpb1.Duration)(m.HeartbeatTtl).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1854,8 +1916,8 @@ func (m *UpdateNodeStatusResponse) SizeVT() (n int) {
 	}
 	var l int
 	_ = l
-	if m.HeartbeatTtl != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.HeartbeatTtl))
+	if m.HeartbeatTtlNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.HeartbeatTtlNs))
 	}
 	if m.Status != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Status))
@@ -1874,6 +1936,10 @@ func (m *UpdateNodeStatusResponse) SizeVT() (n int) {
 			l = len(s)
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	if m.HeartbeatTtl != nil {
+		l = (*durationpb1.Duration)(m.HeartbeatTtl).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1939,8 +2005,12 @@ func (m *GetAllocsRequest) SizeVT() (n int) {
 	if m.MinIndex != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.MinIndex))
 	}
-	if m.MaxWait != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxWait))
+	if m.MaxWaitNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxWaitNs))
+	}
+	if m.MaxWait != nil {
+		l = (*durationpb1.Duration)(m.MaxWait).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2104,8 +2174,8 @@ func (m *UpdateNodeDrainRequest) SizeVT() (n int) {
 	if m.Enable {
 		n += 2
 	}
-	if m.Deadline != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.Deadline))
+	if m.DeadlineNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.DeadlineNs))
 	}
 	if m.IgnoreSystemJobs {
 		n += 2
@@ -2115,6 +2185,10 @@ func (m *UpdateNodeDrainRequest) SizeVT() (n int) {
 	}
 	if m.Force {
 		n += 2
+	}
+	if m.Deadline != nil {
+		l = (*durationpb1.Duration)(m.Deadline).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2257,9 +2331,9 @@ func (m *RegisterNodeResponse) UnmarshalVT(dAtA []byte) error {
 		switch fieldNum {
 		case 1:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field HeartbeatTtl", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field HeartbeatTtlNs", wireType)
 			}
-			m.HeartbeatTtl = 0
+			m.HeartbeatTtlNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -2269,7 +2343,7 @@ func (m *RegisterNodeResponse) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.HeartbeatTtl |= int64(b&0x7F) << shift
+				m.HeartbeatTtlNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -2362,6 +2436,42 @@ func (m *RegisterNodeResponse) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.Servers = append(m.Servers, string(dAtA[iNdEx:postIndex]))
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field HeartbeatTtl", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.HeartbeatTtl == nil {
+				m.HeartbeatTtl = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.HeartbeatTtl).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
@@ -2550,9 +2660,9 @@ func (m *UpdateNodeStatusResponse) UnmarshalVT(dAtA []byte) error {
 		switch fieldNum {
 		case 1:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field HeartbeatTtl", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field HeartbeatTtlNs", wireType)
 			}
-			m.HeartbeatTtl = 0
+			m.HeartbeatTtlNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -2562,7 +2672,7 @@ func (m *UpdateNodeStatusResponse) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.HeartbeatTtl |= int64(b&0x7F) << shift
+				m.HeartbeatTtlNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -2668,6 +2778,42 @@ func (m *UpdateNodeStatusResponse) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.Servers = append(m.Servers, string(dAtA[iNdEx:postIndex]))
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field HeartbeatTtl", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.HeartbeatTtl == nil {
+				m.HeartbeatTtl = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.HeartbeatTtl).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
@@ -3056,9 +3202,9 @@ func (m *GetAllocsRequest) UnmarshalVT(dAtA []byte) error {
 			}
 		case 4:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field MaxWait", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxWaitNs", wireType)
 			}
-			m.MaxWait = 0
+			m.MaxWaitNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -3068,11 +3214,47 @@ func (m *GetAllocsRequest) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.MaxWait |= int64(b&0x7F) << shift
+				m.MaxWaitNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
 			}
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxWait", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.MaxWait == nil {
+				m.MaxWait = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.MaxWait).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -4072,9 +4254,9 @@ func (m *UpdateNodeDrainRequest) UnmarshalVT(dAtA []byte) error {
 			m.Enable = bool(v != 0)
 		case 3:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field DeadlineNs", wireType)
 			}
-			m.Deadline = 0
+			m.DeadlineNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -4084,7 +4266,7 @@ func (m *UpdateNodeDrainRequest) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.Deadline |= int64(b&0x7F) << shift
+				m.DeadlineNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -4149,6 +4331,42 @@ func (m *UpdateNodeDrainRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Force = bool(v != 0)
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deadline", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.Deadline == nil {
+				m.Deadline = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.Deadline).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

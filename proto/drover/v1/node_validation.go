@@ -164,7 +164,12 @@ func (r *UpdateNodeEligibilityRequest) Validate() error {
 func (r *UpdateNodeDrainRequest) Validate() error {
 	var v violations
 	v.uuid("node_id", r.GetNodeId())
-	v.nonNegative("deadline", r.GetDeadline())
+	v.duration("deadline", r.GetDeadline())
+	if r.GetDeadline() == nil {
+		// A client built before 0.3 sends the legacy field.
+		v.nonNegative("deadline_ns", r.GetDeadlineNs())
+	}
+	deadline := r.EffectiveDeadline()
 	if r.GetEnable() && r.GetMarkEligible() {
 		v.add("mark_eligible", "applies only when ending a drain")
 	}
@@ -172,13 +177,13 @@ func (r *UpdateNodeDrainRequest) Validate() error {
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"deadline", r.GetDeadline() != 0}, {"ignore_system_jobs", r.GetIgnoreSystemJobs()}, {"force", r.GetForce()}} {
+		}{{"deadline", deadline != 0}, {"ignore_system_jobs", r.GetIgnoreSystemJobs()}, {"force", r.GetForce()}} {
 			if f.set {
 				v.add(f.name, "applies only when starting a drain")
 			}
 		}
 	}
-	if r.GetForce() && r.GetDeadline() != 0 {
+	if r.GetForce() && deadline != 0 {
 		v.add("force", "makes the deadline now; give no deadline with it")
 	}
 	return v.err()

@@ -9,6 +9,7 @@ package droverv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -597,10 +598,15 @@ type ServerHealth struct {
 	StableSince int64  `protobuf:"varint,9,opt,name=stable_since,json=stableSince,proto3" json:"stable_since,omitempty"`
 	LastIndex   uint64 `protobuf:"varint,10,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
 	LastTerm    uint64 `protobuf:"varint,11,opt,name=last_term,json=lastTerm,proto3" json:"last_term,omitempty"`
-	// Nanoseconds since the server last heard from the leader.
-	LastContact int64 `protobuf:"varint,12,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
+	// Deprecated: last_contact in nanoseconds, written by releases before
+	// 0.3; no longer set.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/operator_service.proto.
+	LastContactNs int64 `protobuf:"varint,12,opt,name=last_contact_ns,json=lastContactNs,proto3" json:"last_contact_ns,omitempty"`
 	// Why the server is not healthy, when it is not.
-	Error         string `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	// Time since the server last heard from the leader.
+	LastContact   *durationpb.Duration `protobuf:"bytes,14,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -712,9 +718,10 @@ func (x *ServerHealth) GetLastTerm() uint64 {
 	return 0
 }
 
-func (x *ServerHealth) GetLastContact() int64 {
+// Deprecated: Marked as deprecated in drover/v1/operator_service.proto.
+func (x *ServerHealth) GetLastContactNs() int64 {
 	if x != nil {
-		return x.LastContact
+		return x.LastContactNs
 	}
 	return 0
 }
@@ -724,6 +731,13 @@ func (x *ServerHealth) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ServerHealth) GetLastContact() *durationpb.Duration {
+	if x != nil {
+		return x.LastContact
+	}
+	return nil
 }
 
 type ServerMembersResponse struct {
@@ -1541,7 +1555,7 @@ var File_drover_v1_operator_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\n" +
-	" drover/v1/operator_service.proto\x12\tdrover.v1\x1a\x13drover/v1/job.proto\x1a\x16drover/v1/server.proto\"R\n" +
+	" drover/v1/operator_service.proto\x12\tdrover.v1\x1a\x13drover/v1/job.proto\x1a\x16drover/v1/server.proto\x1a\x1egoogle/protobuf/duration.proto\"R\n" +
 	"\x17SnapshotRestoreResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
 	"\fbackup_index\x18\x02 \x01(\x04R\vbackupIndex\"+\n" +
@@ -1571,7 +1585,7 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"=\n" +
 	"\x1eRaftTransferLeadershipResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x16\n" +
-	"\x14ServerMembersRequest\"\x85\x03\n" +
+	"\x14ServerMembersRequest\"\xcc\x03\n" +
 	"\fServerHealth\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\brpc_addr\x18\x02 \x01(\tR\arpcAddr\x12\x1b\n" +
@@ -1586,9 +1600,10 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\n" +
 	"last_index\x18\n" +
 	" \x01(\x04R\tlastIndex\x12\x1b\n" +
-	"\tlast_term\x18\v \x01(\x04R\blastTerm\x12!\n" +
-	"\flast_contact\x18\f \x01(\x03R\vlastContact\x12\x14\n" +
-	"\x05error\x18\r \x01(\tR\x05error\"\xcd\x01\n" +
+	"\tlast_term\x18\v \x01(\x04R\blastTerm\x12*\n" +
+	"\x0flast_contact_ns\x18\f \x01(\x03B\x02\x18\x01R\rlastContactNs\x12\x14\n" +
+	"\x05error\x18\r \x01(\tR\x05error\x12<\n" +
+	"\flast_contact\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\vlastContact\"\xcd\x01\n" +
 	"\x15ServerMembersResponse\x121\n" +
 	"\aservers\x18\x01 \x03(\v2\x17.drover.v1.ServerHealthR\aservers\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x18\n" +
@@ -1711,45 +1726,47 @@ var file_drover_v1_operator_service_proto_goTypes = []any{
 	(*GarbageCollectResponse)(nil),         // 23: drover.v1.GarbageCollectResponse
 	nil,                                    // 24: drover.v1.StateDigestResponse.TablesEntry
 	(RaftState)(0),                         // 25: drover.v1.RaftState
-	(JobType)(0),                           // 26: drover.v1.JobType
+	(*durationpb.Duration)(nil),            // 26: google.protobuf.Duration
+	(JobType)(0),                           // 27: drover.v1.JobType
 }
 var file_drover_v1_operator_service_proto_depIdxs = []int32{
 	4,  // 0: drover.v1.RaftListPeersResponse.peers:type_name -> drover.v1.RaftPeer
 	25, // 1: drover.v1.ServerHealth.raft_state:type_name -> drover.v1.RaftState
-	11, // 2: drover.v1.ServerMembersResponse.servers:type_name -> drover.v1.ServerHealth
-	24, // 3: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
-	26, // 4: drover.v1.SchedulerWorkersResponse.enabled_schedulers:type_name -> drover.v1.JobType
-	16, // 5: drover.v1.SchedulerWorkersResponse.workers:type_name -> drover.v1.SchedulerWorker
-	26, // 6: drover.v1.UpdateSchedulerWorkersRequest.enabled_schedulers:type_name -> drover.v1.JobType
-	26, // 7: drover.v1.BrokerQueueStats.scheduler:type_name -> drover.v1.JobType
-	20, // 8: drover.v1.SchedulerStatsResponse.by_scheduler:type_name -> drover.v1.BrokerQueueStats
-	3,  // 9: drover.v1.OperatorService.RaftListPeers:input_type -> drover.v1.RaftListPeersRequest
-	6,  // 10: drover.v1.OperatorService.RaftRemovePeer:input_type -> drover.v1.RaftRemovePeerRequest
-	8,  // 11: drover.v1.OperatorService.RaftTransferLeadership:input_type -> drover.v1.RaftTransferLeadershipRequest
-	10, // 12: drover.v1.OperatorService.ServerMembers:input_type -> drover.v1.ServerMembersRequest
-	13, // 13: drover.v1.OperatorService.StateDigest:input_type -> drover.v1.StateDigestRequest
-	15, // 14: drover.v1.OperatorService.SchedulerWorkers:input_type -> drover.v1.SchedulerWorkersRequest
-	18, // 15: drover.v1.OperatorService.UpdateSchedulerWorkers:input_type -> drover.v1.UpdateSchedulerWorkersRequest
-	19, // 16: drover.v1.OperatorService.SchedulerStats:input_type -> drover.v1.SchedulerStatsRequest
-	22, // 17: drover.v1.OperatorService.GarbageCollect:input_type -> drover.v1.GarbageCollectRequest
-	1,  // 18: drover.v1.OperatorService.SnapshotSave:input_type -> drover.v1.SnapshotSaveRequest
-	2,  // 19: drover.v1.OperatorService.SnapshotRestore:input_type -> drover.v1.SnapshotChunk
-	5,  // 20: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
-	7,  // 21: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
-	9,  // 22: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
-	12, // 23: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
-	14, // 24: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
-	17, // 25: drover.v1.OperatorService.SchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
-	17, // 26: drover.v1.OperatorService.UpdateSchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
-	21, // 27: drover.v1.OperatorService.SchedulerStats:output_type -> drover.v1.SchedulerStatsResponse
-	23, // 28: drover.v1.OperatorService.GarbageCollect:output_type -> drover.v1.GarbageCollectResponse
-	2,  // 29: drover.v1.OperatorService.SnapshotSave:output_type -> drover.v1.SnapshotChunk
-	0,  // 30: drover.v1.OperatorService.SnapshotRestore:output_type -> drover.v1.SnapshotRestoreResponse
-	20, // [20:31] is the sub-list for method output_type
-	9,  // [9:20] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	26, // 2: drover.v1.ServerHealth.last_contact:type_name -> google.protobuf.Duration
+	11, // 3: drover.v1.ServerMembersResponse.servers:type_name -> drover.v1.ServerHealth
+	24, // 4: drover.v1.StateDigestResponse.tables:type_name -> drover.v1.StateDigestResponse.TablesEntry
+	27, // 5: drover.v1.SchedulerWorkersResponse.enabled_schedulers:type_name -> drover.v1.JobType
+	16, // 6: drover.v1.SchedulerWorkersResponse.workers:type_name -> drover.v1.SchedulerWorker
+	27, // 7: drover.v1.UpdateSchedulerWorkersRequest.enabled_schedulers:type_name -> drover.v1.JobType
+	27, // 8: drover.v1.BrokerQueueStats.scheduler:type_name -> drover.v1.JobType
+	20, // 9: drover.v1.SchedulerStatsResponse.by_scheduler:type_name -> drover.v1.BrokerQueueStats
+	3,  // 10: drover.v1.OperatorService.RaftListPeers:input_type -> drover.v1.RaftListPeersRequest
+	6,  // 11: drover.v1.OperatorService.RaftRemovePeer:input_type -> drover.v1.RaftRemovePeerRequest
+	8,  // 12: drover.v1.OperatorService.RaftTransferLeadership:input_type -> drover.v1.RaftTransferLeadershipRequest
+	10, // 13: drover.v1.OperatorService.ServerMembers:input_type -> drover.v1.ServerMembersRequest
+	13, // 14: drover.v1.OperatorService.StateDigest:input_type -> drover.v1.StateDigestRequest
+	15, // 15: drover.v1.OperatorService.SchedulerWorkers:input_type -> drover.v1.SchedulerWorkersRequest
+	18, // 16: drover.v1.OperatorService.UpdateSchedulerWorkers:input_type -> drover.v1.UpdateSchedulerWorkersRequest
+	19, // 17: drover.v1.OperatorService.SchedulerStats:input_type -> drover.v1.SchedulerStatsRequest
+	22, // 18: drover.v1.OperatorService.GarbageCollect:input_type -> drover.v1.GarbageCollectRequest
+	1,  // 19: drover.v1.OperatorService.SnapshotSave:input_type -> drover.v1.SnapshotSaveRequest
+	2,  // 20: drover.v1.OperatorService.SnapshotRestore:input_type -> drover.v1.SnapshotChunk
+	5,  // 21: drover.v1.OperatorService.RaftListPeers:output_type -> drover.v1.RaftListPeersResponse
+	7,  // 22: drover.v1.OperatorService.RaftRemovePeer:output_type -> drover.v1.RaftRemovePeerResponse
+	9,  // 23: drover.v1.OperatorService.RaftTransferLeadership:output_type -> drover.v1.RaftTransferLeadershipResponse
+	12, // 24: drover.v1.OperatorService.ServerMembers:output_type -> drover.v1.ServerMembersResponse
+	14, // 25: drover.v1.OperatorService.StateDigest:output_type -> drover.v1.StateDigestResponse
+	17, // 26: drover.v1.OperatorService.SchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	17, // 27: drover.v1.OperatorService.UpdateSchedulerWorkers:output_type -> drover.v1.SchedulerWorkersResponse
+	21, // 28: drover.v1.OperatorService.SchedulerStats:output_type -> drover.v1.SchedulerStatsResponse
+	23, // 29: drover.v1.OperatorService.GarbageCollect:output_type -> drover.v1.GarbageCollectResponse
+	2,  // 30: drover.v1.OperatorService.SnapshotSave:output_type -> drover.v1.SnapshotChunk
+	0,  // 31: drover.v1.OperatorService.SnapshotRestore:output_type -> drover.v1.SnapshotRestoreResponse
+	21, // [21:32] is the sub-list for method output_type
+	10, // [10:21] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_operator_service_proto_init() }

@@ -7,8 +7,10 @@ package droverv1
 import (
 	fmt "fmt"
 	protohelpers "github.com/planetscale/vtprotobuf/protohelpers"
+	durationpb1 "github.com/planetscale/vtprotobuf/types/known/durationpb"
 	proto "google.golang.org/protobuf/proto"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	io "io"
 )
 
@@ -239,8 +241,9 @@ func (m *ServerHealth) CloneVT() *ServerHealth {
 	r.StableSince = m.StableSince
 	r.LastIndex = m.LastIndex
 	r.LastTerm = m.LastTerm
-	r.LastContact = m.LastContact
+	r.LastContactNs = m.LastContactNs
 	r.Error = m.Error
+	r.LastContact = (*durationpb.Duration)((*durationpb1.Duration)(m.LastContact).CloneVT())
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -809,10 +812,13 @@ func (this *ServerHealth) EqualVT(that *ServerHealth) bool {
 	if this.LastTerm != that.LastTerm {
 		return false
 	}
-	if this.LastContact != that.LastContact {
+	if this.LastContactNs != that.LastContactNs {
 		return false
 	}
 	if this.Error != that.Error {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.LastContact).EqualVT((*durationpb1.Duration)(that.LastContact)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -1735,6 +1741,16 @@ func (m *ServerHealth) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.LastContact != nil {
+		size, err := (*durationpb1.Duration)(m.LastContact).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x72
+	}
 	if len(m.Error) > 0 {
 		i -= len(m.Error)
 		copy(dAtA[i:], m.Error)
@@ -1742,8 +1758,8 @@ func (m *ServerHealth) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x6a
 	}
-	if m.LastContact != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LastContact))
+	if m.LastContactNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LastContactNs))
 		i--
 		dAtA[i] = 0x60
 	}
@@ -2759,11 +2775,15 @@ func (m *ServerHealth) SizeVT() (n int) {
 	if m.LastTerm != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastTerm))
 	}
-	if m.LastContact != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastContact))
+	if m.LastContactNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastContactNs))
 	}
 	l = len(m.Error)
 	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.LastContact != nil {
+		l = (*durationpb1.Duration)(m.LastContact).SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
@@ -4386,9 +4406,9 @@ func (m *ServerHealth) UnmarshalVT(dAtA []byte) error {
 			}
 		case 12:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field LastContact", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field LastContactNs", wireType)
 			}
-			m.LastContact = 0
+			m.LastContactNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -4398,7 +4418,7 @@ func (m *ServerHealth) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.LastContact |= int64(b&0x7F) << shift
+				m.LastContactNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -4434,6 +4454,42 @@ func (m *ServerHealth) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.Error = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 14:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LastContact", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.LastContact == nil {
+				m.LastContact = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.LastContact).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -9,6 +9,7 @@ package droverv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -35,15 +36,23 @@ type QueryOptions struct {
 	// Block until the result's index is greater than this, or max_wait
 	// passes. Zero answers at once.
 	MinIndex uint64 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
-	// Longest time to block, in nanoseconds. Zero or less means 5 minutes;
-	// longer waits are cut to 5 minutes.
-	MaxWait int64 `protobuf:"varint,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
-	// With allow_stale: the oldest answer, in nanoseconds since the answering
-	// server last heard from the leader, the caller accepts. A server that has
-	// been out of touch for longer (or knows no leader) does not answer from
-	// its own state: the read goes to the leader as a consistent read. Zero
-	// accepts any staleness.
-	MaxStale      int64 `protobuf:"varint,4,opt,name=max_stale,json=maxStale,proto3" json:"max_stale,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when max_wait is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/query.proto.
+	MaxWaitNs int64 `protobuf:"varint,3,opt,name=max_wait_ns,json=maxWaitNs,proto3" json:"max_wait_ns,omitempty"`
+	// Deprecated: nanoseconds, written by releases before 0.3; read only when max_stale is unset.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/query.proto.
+	MaxStaleNs int64 `protobuf:"varint,4,opt,name=max_stale_ns,json=maxStaleNs,proto3" json:"max_stale_ns,omitempty"`
+	// Longest time to block. Unset, zero or less means 5 minutes; longer
+	// waits are cut to 5 minutes.
+	MaxWait *durationpb.Duration `protobuf:"bytes,5,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	// With allow_stale: the oldest answer, as time since the answering server
+	// last heard from the leader, the caller accepts. A server that has been
+	// out of touch for longer (or knows no leader) does not answer from its
+	// own state: the read goes to the leader as a consistent read. Unset or
+	// zero accepts any staleness.
+	MaxStale      *durationpb.Duration `protobuf:"bytes,6,opt,name=max_stale,json=maxStale,proto3" json:"max_stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -92,18 +101,34 @@ func (x *QueryOptions) GetMinIndex() uint64 {
 	return 0
 }
 
-func (x *QueryOptions) GetMaxWait() int64 {
+// Deprecated: Marked as deprecated in drover/v1/query.proto.
+func (x *QueryOptions) GetMaxWaitNs() int64 {
 	if x != nil {
-		return x.MaxWait
+		return x.MaxWaitNs
 	}
 	return 0
 }
 
-func (x *QueryOptions) GetMaxStale() int64 {
+// Deprecated: Marked as deprecated in drover/v1/query.proto.
+func (x *QueryOptions) GetMaxStaleNs() int64 {
+	if x != nil {
+		return x.MaxStaleNs
+	}
+	return 0
+}
+
+func (x *QueryOptions) GetMaxWait() *durationpb.Duration {
+	if x != nil {
+		return x.MaxWait
+	}
+	return nil
+}
+
+func (x *QueryOptions) GetMaxStale() *durationpb.Duration {
 	if x != nil {
 		return x.MaxStale
 	}
-	return 0
+	return nil
 }
 
 // QueryMeta describes the state a read was answered from.
@@ -113,10 +138,15 @@ type QueryMeta struct {
 	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	// Whether the answering server knew of a leader.
 	KnownLeader bool `protobuf:"varint,2,opt,name=known_leader,json=knownLeader,proto3" json:"known_leader,omitempty"`
-	// How stale the answer may be, in nanoseconds: the time since the
-	// answering server last heard from the leader when it answered. Zero when
-	// the leader answered; -1 when the server has never heard from a leader.
-	LastContact   int64 `protobuf:"varint,3,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
+	// Deprecated: last_contact in nanoseconds (-1: never heard from a
+	// leader), written by releases before 0.3; no longer set.
+	//
+	// Deprecated: Marked as deprecated in drover/v1/query.proto.
+	LastContactNs int64 `protobuf:"varint,3,opt,name=last_contact_ns,json=lastContactNs,proto3" json:"last_contact_ns,omitempty"`
+	// How stale the answer may be: the time since the answering server last
+	// heard from the leader when it answered. Zero when the leader answered;
+	// unset when the server has never heard from a leader.
+	LastContact   *durationpb.Duration `protobuf:"bytes,4,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -165,11 +195,19 @@ func (x *QueryMeta) GetKnownLeader() bool {
 	return false
 }
 
-func (x *QueryMeta) GetLastContact() int64 {
+// Deprecated: Marked as deprecated in drover/v1/query.proto.
+func (x *QueryMeta) GetLastContactNs() int64 {
+	if x != nil {
+		return x.LastContactNs
+	}
+	return 0
+}
+
+func (x *QueryMeta) GetLastContact() *durationpb.Duration {
 	if x != nil {
 		return x.LastContact
 	}
-	return 0
+	return nil
 }
 
 // PageOptions selects one page of a list, in id order.
@@ -240,17 +278,21 @@ var File_drover_v1_query_proto protoreflect.FileDescriptor
 
 const file_drover_v1_query_proto_rawDesc = "" +
 	"\n" +
-	"\x15drover/v1/query.proto\x12\tdrover.v1\"\x84\x01\n" +
+	"\x15drover/v1/query.proto\x12\tdrover.v1\x1a\x1egoogle/protobuf/duration.proto\"\x84\x02\n" +
 	"\fQueryOptions\x12\x1f\n" +
 	"\vallow_stale\x18\x01 \x01(\bR\n" +
 	"allowStale\x12\x1b\n" +
-	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x12\x19\n" +
-	"\bmax_wait\x18\x03 \x01(\x03R\amaxWait\x12\x1b\n" +
-	"\tmax_stale\x18\x04 \x01(\x03R\bmaxStale\"g\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x12\"\n" +
+	"\vmax_wait_ns\x18\x03 \x01(\x03B\x02\x18\x01R\tmaxWaitNs\x12$\n" +
+	"\fmax_stale_ns\x18\x04 \x01(\x03B\x02\x18\x01R\n" +
+	"maxStaleNs\x124\n" +
+	"\bmax_wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x126\n" +
+	"\tmax_stale\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bmaxStale\"\xae\x01\n" +
 	"\tQueryMeta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
-	"\fknown_leader\x18\x02 \x01(\bR\vknownLeader\x12!\n" +
-	"\flast_contact\x18\x03 \x01(\x03R\vlastContact\"a\n" +
+	"\fknown_leader\x18\x02 \x01(\bR\vknownLeader\x12*\n" +
+	"\x0flast_contact_ns\x18\x03 \x01(\x03B\x02\x18\x01R\rlastContactNs\x12<\n" +
+	"\flast_contact\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vlastContact\"a\n" +
 	"\vPageOptions\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -271,16 +313,20 @@ func file_drover_v1_query_proto_rawDescGZIP() []byte {
 
 var file_drover_v1_query_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_drover_v1_query_proto_goTypes = []any{
-	(*QueryOptions)(nil), // 0: drover.v1.QueryOptions
-	(*QueryMeta)(nil),    // 1: drover.v1.QueryMeta
-	(*PageOptions)(nil),  // 2: drover.v1.PageOptions
+	(*QueryOptions)(nil),        // 0: drover.v1.QueryOptions
+	(*QueryMeta)(nil),           // 1: drover.v1.QueryMeta
+	(*PageOptions)(nil),         // 2: drover.v1.PageOptions
+	(*durationpb.Duration)(nil), // 3: google.protobuf.Duration
 }
 var file_drover_v1_query_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	3, // 0: drover.v1.QueryOptions.max_wait:type_name -> google.protobuf.Duration
+	3, // 1: drover.v1.QueryOptions.max_stale:type_name -> google.protobuf.Duration
+	3, // 2: drover.v1.QueryMeta.last_contact:type_name -> google.protobuf.Duration
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_query_proto_init() }

@@ -7,8 +7,10 @@ package droverv1
 import (
 	fmt "fmt"
 	protohelpers "github.com/planetscale/vtprotobuf/protohelpers"
+	durationpb1 "github.com/planetscale/vtprotobuf/types/known/durationpb"
 	proto "google.golang.org/protobuf/proto"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	io "io"
 )
 
@@ -26,8 +28,10 @@ func (m *QueryOptions) CloneVT() *QueryOptions {
 	r := new(QueryOptions)
 	r.AllowStale = m.AllowStale
 	r.MinIndex = m.MinIndex
-	r.MaxWait = m.MaxWait
-	r.MaxStale = m.MaxStale
+	r.MaxWaitNs = m.MaxWaitNs
+	r.MaxStaleNs = m.MaxStaleNs
+	r.MaxWait = (*durationpb.Duration)((*durationpb1.Duration)(m.MaxWait).CloneVT())
+	r.MaxStale = (*durationpb.Duration)((*durationpb1.Duration)(m.MaxStale).CloneVT())
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -46,7 +50,8 @@ func (m *QueryMeta) CloneVT() *QueryMeta {
 	r := new(QueryMeta)
 	r.Index = m.Index
 	r.KnownLeader = m.KnownLeader
-	r.LastContact = m.LastContact
+	r.LastContactNs = m.LastContactNs
+	r.LastContact = (*durationpb.Duration)((*durationpb1.Duration)(m.LastContact).CloneVT())
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -89,10 +94,16 @@ func (this *QueryOptions) EqualVT(that *QueryOptions) bool {
 	if this.MinIndex != that.MinIndex {
 		return false
 	}
-	if this.MaxWait != that.MaxWait {
+	if this.MaxWaitNs != that.MaxWaitNs {
 		return false
 	}
-	if this.MaxStale != that.MaxStale {
+	if this.MaxStaleNs != that.MaxStaleNs {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.MaxWait).EqualVT((*durationpb1.Duration)(that.MaxWait)) {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.MaxStale).EqualVT((*durationpb1.Duration)(that.MaxStale)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -117,7 +128,10 @@ func (this *QueryMeta) EqualVT(that *QueryMeta) bool {
 	if this.KnownLeader != that.KnownLeader {
 		return false
 	}
-	if this.LastContact != that.LastContact {
+	if this.LastContactNs != that.LastContactNs {
+		return false
+	}
+	if !(*durationpb1.Duration)(this.LastContact).EqualVT((*durationpb1.Duration)(that.LastContact)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -185,13 +199,33 @@ func (m *QueryOptions) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
-	if m.MaxStale != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxStale))
+	if m.MaxStale != nil {
+		size, err := (*durationpb1.Duration)(m.MaxStale).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x32
+	}
+	if m.MaxWait != nil {
+		size, err := (*durationpb1.Duration)(m.MaxWait).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x2a
+	}
+	if m.MaxStaleNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxStaleNs))
 		i--
 		dAtA[i] = 0x20
 	}
-	if m.MaxWait != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxWait))
+	if m.MaxWaitNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MaxWaitNs))
 		i--
 		dAtA[i] = 0x18
 	}
@@ -243,8 +277,18 @@ func (m *QueryMeta) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
-	if m.LastContact != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LastContact))
+	if m.LastContact != nil {
+		size, err := (*durationpb1.Duration)(m.LastContact).MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x22
+	}
+	if m.LastContactNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LastContactNs))
 		i--
 		dAtA[i] = 0x18
 	}
@@ -330,11 +374,19 @@ func (m *QueryOptions) SizeVT() (n int) {
 	if m.MinIndex != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.MinIndex))
 	}
-	if m.MaxWait != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxWait))
+	if m.MaxWaitNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxWaitNs))
 	}
-	if m.MaxStale != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxStale))
+	if m.MaxStaleNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.MaxStaleNs))
+	}
+	if m.MaxWait != nil {
+		l = (*durationpb1.Duration)(m.MaxWait).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.MaxStale != nil {
+		l = (*durationpb1.Duration)(m.MaxStale).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -352,8 +404,12 @@ func (m *QueryMeta) SizeVT() (n int) {
 	if m.KnownLeader {
 		n += 2
 	}
-	if m.LastContact != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastContact))
+	if m.LastContactNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.LastContactNs))
+	}
+	if m.LastContact != nil {
+		l = (*durationpb1.Duration)(m.LastContact).SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -450,9 +506,9 @@ func (m *QueryOptions) UnmarshalVT(dAtA []byte) error {
 			}
 		case 3:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field MaxWait", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxWaitNs", wireType)
 			}
-			m.MaxWait = 0
+			m.MaxWaitNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -462,16 +518,16 @@ func (m *QueryOptions) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.MaxWait |= int64(b&0x7F) << shift
+				m.MaxWaitNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
 			}
 		case 4:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field MaxStale", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxStaleNs", wireType)
 			}
-			m.MaxStale = 0
+			m.MaxStaleNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -481,11 +537,83 @@ func (m *QueryOptions) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.MaxStale |= int64(b&0x7F) << shift
+				m.MaxStaleNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
 			}
+		case 5:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxWait", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.MaxWait == nil {
+				m.MaxWait = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.MaxWait).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MaxStale", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.MaxStale == nil {
+				m.MaxStale = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.MaxStale).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -578,9 +706,9 @@ func (m *QueryMeta) UnmarshalVT(dAtA []byte) error {
 			m.KnownLeader = bool(v != 0)
 		case 3:
 			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field LastContact", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field LastContactNs", wireType)
 			}
-			m.LastContact = 0
+			m.LastContactNs = 0
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return protohelpers.ErrIntOverflow
@@ -590,11 +718,47 @@ func (m *QueryMeta) UnmarshalVT(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.LastContact |= int64(b&0x7F) << shift
+				m.LastContactNs |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
 			}
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LastContact", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.LastContact == nil {
+				m.LastContact = &durationpb.Duration{}
+			}
+			if err := (*durationpb1.Duration)(m.LastContact).UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

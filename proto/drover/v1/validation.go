@@ -3,8 +3,10 @@ package droverv1
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // ValidationError lists the field violations of one request. The rpc layer
@@ -138,6 +140,24 @@ func (v *violations) nonNegative(field string, n int64) {
 	if n < 0 {
 		v.add(field, "must not be negative")
 	}
+}
+
+// duration checks a duration that must be valid and not negative, and
+// returns it (0 when unset or invalid).
+func (v *violations) duration(field string, d *durationpb.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	if err := d.CheckValid(); err != nil {
+		v.add(field, "is not a valid duration: %v", err)
+		return 0
+	}
+	x := d.AsDuration()
+	if x < 0 {
+		v.add(field, "must not be negative, not %s", x)
+		return 0
+	}
+	return x
 }
 
 func (v *violations) port(field string, p int32, allowZero bool) {

@@ -219,7 +219,7 @@ var jsonOptions = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated:
 // its whitespace from build to build, so its output is re-indented with
 // encoding/json, which makes it byte-for-byte stable.
 func printJSON(w io.Writer, m proto.Message) error {
-	raw, err := jsonOptions.Marshal(m)
+	raw, err := marshalJSON(m)
 	if err != nil {
 		return err
 	}

@@ -294,8 +294,8 @@ func TestCommandOutput(t *testing.T) {
       "stable_since": "0",
       "last_index": "120",
       "last_term": "2",
-      "last_contact": "0",
-      "error": ""
+      "error": "",
+      "last_contact": null
     },
     {
       "id": "s2",
@@ -309,8 +309,8 @@ func TestCommandOutput(t *testing.T) {
       "stable_since": "0",
       "last_index": "120",
       "last_term": "2",
-      "last_contact": "0",
-      "error": ""
+      "error": "",
+      "last_contact": null
     },
     {
       "id": "s3",
@@ -324,8 +324,8 @@ func TestCommandOutput(t *testing.T) {
       "stable_since": "0",
       "last_index": "0",
       "last_term": "0",
-      "last_contact": "0",
-      "error": "not answering"
+      "error": "not answering",
+      "last_contact": null
     }
   ],
   "leader_id": "s1",

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -47,7 +48,7 @@ func followDeployment(ctx context.Context, s *session, stdout io.Writer, jobID s
 			break
 		}
 		resp, err := client.Get(waitCtx, &droverv1.GetDeploymentRequest{DeploymentId: d.GetId(),
-			Query: &droverv1.QueryOptions{MinIndex: index, MaxWait: int64(followPollWait)}})
+			Query: &droverv1.QueryOptions{MinIndex: index, MaxWait: durationpb.New(followPollWait)}})
 		if err != nil {
 			if ctx.Err() == nil && waitCtx.Err() != nil {
 				err = context.Cause(waitCtx) // Ctrl-C

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/testserver"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -25,7 +27,7 @@ func TestDeploymentCommandsAgainstServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &droverv1.Deployment{Id: mock.ID(), JobId: job.GetId(), JobVersion: reg.GetJobVersion(),
-		Groups: map[string]*droverv1.DeploymentGroup{"web": {DesiredTotal: 2, ProgressDeadline: int64(time.Minute)}}}
+		Groups: map[string]*droverv1.DeploymentGroup{"web": {DesiredTotal: 2, ProgressDeadline: durationpb.New(time.Minute)}}}
 	if _, _, err := srv.Apply(ctx, droverv1.MessageTypePlanResult, &droverv1.PlanResultEntry{Deployment: d, AppliedAt: 1}); err != nil {
 		t.Fatal(err)
 	}

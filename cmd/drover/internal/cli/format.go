@@ -114,7 +114,7 @@ func printFields(w io.Writer, fields []field) error {
 // jsonMessage is one message in the JSON form printJSON uses, to embed in
 // an object printed with printJSONObject.
 func jsonMessage(m proto.Message) (json.RawMessage, error) {
-	return jsonOptions.Marshal(m)
+	return marshalJSON(m)
 }
 
 // jsonMessages is a list of messages as jsonMessage has them; never nil, so
@@ -135,7 +135,7 @@ func jsonMessages[M proto.Message](ms []M) ([]json.RawMessage, error) {
 func jsonValue[M proto.Message](ms ...M) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(ms))
 	for _, m := range ms {
-		raw, err := jsonOptions.Marshal(m)
+		raw, err := marshalJSON(m)
 		if err != nil {
 			return nil, err
 		}

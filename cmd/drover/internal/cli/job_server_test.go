@@ -62,8 +62,8 @@ func TestJobAndEvalCommandsAgainstServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		tg := resp.GetJob().GetTaskGroups()[0]
-		if tg.GetMaxClientDisconnect() != int64(5*time.Minute) || tg.GetReschedulePolicy().GetInterval() != int64(10*time.Minute) ||
-			tg.GetReschedulePolicy().GetDelay() != int64(15*time.Second) {
+		if tg.GetMaxClientDisconnect().AsDuration() != 5*time.Minute || tg.GetReschedulePolicy().GetInterval().AsDuration() != 10*time.Minute ||
+			tg.GetReschedulePolicy().GetDelay().AsDuration() != 15*time.Second {
 			t.Errorf("stored group %v", tg)
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
@@ -276,7 +277,7 @@ Evaluation ID: ` + evalID1 + `
 			// Every read after the first blocks on the index the previous
 			// one returned.
 			for i, r := range reads {
-				if r.GetEvalId() != evalID1 || r.GetQuery().GetMinIndex() != uint64(i) || (i > 0 && r.GetQuery().GetMaxWait() <= 0) {
+				if r.GetEvalId() != evalID1 || r.GetQuery().GetMinIndex() != uint64(i) || (i > 0 && r.GetQuery().GetMaxWait().AsDuration() <= 0) {
 					t.Errorf("read %d: %v, want eval %s with min_index %d and a max_wait", i, r, evalID1, i)
 				}
 			}
@@ -313,7 +314,7 @@ func TestJobWritesSendRequestIDs(t *testing.T) {
 		t.Errorf("request ids %q and %q, want retry-1 and retry-2", register[1].GetRequestId(), stop[1].GetRequestId())
 	}
 	want := &droverv1.Job{Id: "web", Datacenters: []string{"dc1", "dc2"}, TaskGroups: []*droverv1.TaskGroup{
-		{Name: "web", Count: 5, Resources: &droverv1.Resources{CpuMhz: 500, MemoryMb: 256}, MaxClientDisconnect: int64(5 * time.Minute)},
+		{Name: "web", Count: 5, Resources: &droverv1.Resources{CpuMhz: 500, MemoryMb: 256}, MaxClientDisconnect: durationpb.New(5 * time.Minute)},
 		{Name: "db", Count: 1, Resources: &droverv1.Resources{CpuMhz: 1000, MemoryMb: 1024}},
 	}}
 	if !proto.Equal(register[0].GetJob(), want) {

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,17 +19,6 @@ import (
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
-
-// durationFields are the int64 nanosecond fields a job file may also give
-// as a Go duration string ("30s", "1h30m"). They are named by message and
-// field, so they are recognised wherever the message appears.
-var durationFields = map[protoreflect.FullName]bool{
-	"drover.v1.TaskGroup.max_client_disconnect":        true,
-	"drover.v1.TaskGroup.stop_after_client_disconnect": true,
-	"drover.v1.ReschedulePolicy.interval":              true,
-	"drover.v1.ReschedulePolicy.delay":                 true,
-	"drover.v1.ReschedulePolicy.max_delay":             true,
-}
 
 // readJobFile reads and parses the job file at path; "-" reads stdin.
 func readJobFile(path string, stdin io.Reader) (*droverv1.Job, error) {
@@ -74,8 +62,10 @@ func openJobFile(ctx context.Context, args []string, stdin io.Reader, opts *clie
 	return ctx, s, job, closeSession, nil
 }
 
-// parseJob decodes a job file: a droverv1.Job in the protobuf JSON mapping,
-// whose duration fields may be duration strings. Unknown fields are errors
+// parseJob decodes a job file: a droverv1.Job in the protobuf JSON mapping.
+// Durations are google.protobuf.Duration, which protojson reads itself
+// ("30s", "1.5s"); Go's longer forms ("5m", "1h30m") are rewritten to
+// protojson's seconds first. Unknown fields are errors
 // naming their path, so that a misspelt field never silently goes missing.
 func parseJob(data []byte) (*droverv1.Job, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -99,7 +89,7 @@ func parseJob(data []byte) (*droverv1.Job, error) {
 		return nil, err
 	}
 	if changed {
-		// Re-encode only when a duration was converted, so that protojson's
+		// Re-encode only when a duration such as "5m" was converted, so that protojson's
 		// line numbers refer to the file as written whenever possible.
 		if data, err = json.Marshal(obj); err != nil {
 			return nil, err
@@ -159,15 +149,6 @@ func normalizeMessage(path string, md protoreflect.MessageDescriptor, obj map[st
 		}
 		value := obj[key]
 		switch {
-		case durationFields[fd.FullName()]:
-			ns, converted, err := durationValue(value)
-			if err != nil {
-				return false, fmt.Errorf("%s: %w", fieldPath, err)
-			}
-			if converted {
-				obj[key] = ns
-				changed = true
-			}
 		case fd.Kind() == protoreflect.MessageKind && fd.Message().FullName() == durationMessage:
 			canonical, converted, err := durationMessageValue(value)
 			if err != nil {
@@ -217,32 +198,20 @@ func normalizeNested(path string, fd protoreflect.FieldDescriptor, value any) (b
 	return changed, nil
 }
 
-// durationValue converts a duration field's JSON value. Numbers, and strings
-// of digits (protojson's form of an int64), are nanoseconds already; other
-// strings must parse as a Go duration.
-func durationValue(value any) (json.Number, bool, error) {
-	s, ok := value.(string)
-	if !ok {
-		return "", false, nil
-	}
-	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return "", false, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return "", false, fmt.Errorf("invalid duration %q: want nanoseconds or a duration such as \"30s\" or \"1h30m\"", s)
-	}
-	return json.Number(strconv.FormatInt(int64(d), 10)), true, nil
-}
-
-// durationMessage is the type of the job's google.protobuf.Duration fields
-// (the update block's).
+// durationMessage is the type of every duration of a job.
 const durationMessage protoreflect.FullName = "google.protobuf.Duration"
 
 // durationMessageValue converts a Go duration string ("5m", "1h30m") given
 // for a google.protobuf.Duration field into protojson's form ("300s"),
-// which accepts only seconds. Other values are left for protojson to judge.
+// which accepts only seconds; a string protojson takes as it is ("30s",
+// "1.5s") is left unchanged. A number is refused by name: releases before
+// 0.3 took nanoseconds for some durations, and protojson's own error would
+// not say what to write instead. Other values are left for protojson to
+// judge.
 func durationMessageValue(value any) (string, bool, error) {
+	if n, ok := value.(json.Number); ok {
+		return "", false, fmt.Errorf("%s is a number: write durations as strings such as \"30s\", \"5m\" or \"1h30m\" (nanoseconds are no longer accepted)", n)
+	}
 	s, ok := value.(string)
 	if !ok {
 		return "", false, nil

@@ -31,8 +31,8 @@ func TestParseJob(t *testing.T) {
 		{
 			name: "JSON names",
 			file: `{"id": "web", "taskGroups": [{"name": "g", "maxClientDisconnect": "1m", "reschedulePolicy": {"maxDelay": "2s"}}]}`,
-			want: &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "g", MaxClientDisconnect: int64(time.Minute),
-				ReschedulePolicy: &droverv1.ReschedulePolicy{MaxDelay: int64(2 * time.Second)}}}},
+			want: &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "g", MaxClientDisconnect: durationpb.New(time.Minute),
+				ReschedulePolicy: &droverv1.ReschedulePolicy{MaxDelay: durationpb.New(2 * time.Second)}}}},
 		},
 		{
 			name: "human durations",
@@ -40,25 +40,20 @@ func TestParseJob(t *testing.T) {
 				"max_client_disconnect": "5m", "stop_after_client_disconnect": "1h30m",
 				"reschedule_policy": {"interval": "10m", "delay": "300ms", "max_delay": "1m"}}]}`,
 			want: &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "g",
-				MaxClientDisconnect: int64(5 * time.Minute), StopAfterClientDisconnect: int64(90 * time.Minute),
-				ReschedulePolicy: &droverv1.ReschedulePolicy{Interval: int64(10 * time.Minute), Delay: int64(300 * time.Millisecond), MaxDelay: int64(time.Minute)}}}},
-		},
-		{
-			name: "nanosecond durations as numbers and digit strings",
-			file: `{"id": "web", "task_groups": [{"name": "g", "max_client_disconnect": 1500, "stop_after_client_disconnect": "9007199254740993"}]}`,
-			want: &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "g", MaxClientDisconnect: 1500, StopAfterClientDisconnect: 9007199254740993}}},
+				MaxClientDisconnect: durationpb.New(5 * time.Minute), StopAfterClientDisconnect: durationpb.New(90 * time.Minute),
+				ReschedulePolicy: &droverv1.ReschedulePolicy{Interval: durationpb.New(10 * time.Minute), Delay: durationpb.New(300 * time.Millisecond), MaxDelay: durationpb.New(time.Minute)}}}},
 		},
 		{
 			name: "large integers survive re-encoding",
 			file: `{"id": "web", "task_groups": [{"name": "g", "max_client_disconnect": "1s", "resources": {"disk_mb": 9007199254740993}}]}`,
-			want: &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "g", MaxClientDisconnect: int64(time.Second),
+			want: &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "g", MaxClientDisconnect: durationpb.New(time.Second),
 				Resources: &droverv1.Resources{DiskMb: 9007199254740993}}}},
 		},
 		{
 			name: "second group's durations",
 			file: `{"id": "web", "task_groups": [{"name": "a"}, {"name": "b", "reschedule_policy": {"delay": "2s"}}]}`,
 			want: &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "a"},
-				{Name: "b", ReschedulePolicy: &droverv1.ReschedulePolicy{Delay: int64(2 * time.Second)}}}},
+				{Name: "b", ReschedulePolicy: &droverv1.ReschedulePolicy{Delay: durationpb.New(2 * time.Second)}}}},
 		},
 		{
 			name: "update block durations as Go durations or protojson seconds",
@@ -103,6 +98,17 @@ func TestParseJob(t *testing.T) {
 			name:    "wrong type in a file with durations",
 			file:    `{"id": "web", "task_groups": [{"name": "g", "max_client_disconnect": "1s", "count": "three"}]}`,
 			wantErr: `invalid value for int32 field count: "three"`,
+		},
+		{
+			// Releases before 0.3 took nanoseconds here.
+			name:    "nanoseconds as a number",
+			file:    `{"id": "web", "task_groups": [{"name": "g", "max_client_disconnect": 1500}]}`,
+			wantErr: `task_groups[0].max_client_disconnect: 1500 is a number: write durations as strings such as "30s"`,
+		},
+		{
+			name:    "nanoseconds as a string of digits",
+			file:    `{"id": "web", "task_groups": [{"name": "g", "reschedule_policy": {"delay": "9007199254740993"}}]}`,
+			wantErr: `task_groups[0].reschedule_policy.delay: invalid duration "9007199254740993"`,
 		},
 		{
 			name:    "unknown enum value",
@@ -156,7 +162,7 @@ func TestParseJob(t *testing.T) {
 
 func TestReadJobFile(t *testing.T) {
 	const file = `{"id": "web", "task_groups": [{"name": "g", "max_client_disconnect": "30s"}]}`
-	want := &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "g", MaxClientDisconnect: int64(30 * time.Second)}}}
+	want := &droverv1.Job{Id: "web", TaskGroups: []*droverv1.TaskGroup{{Name: "g", MaxClientDisconnect: durationpb.New(30 * time.Second)}}}
 	path := filepath.Join(t.TempDir(), "web.json")
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
@@ -210,8 +216,8 @@ func TestJobsDocExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the example does not parse: %v", err)
 	}
-	if got := job.GetTaskGroups()[0].GetMaxClientDisconnect(); got != int64(5*time.Minute) {
-		t.Errorf("max_client_disconnect %d, want 5m", got)
+	if got := job.GetTaskGroups()[0].GetMaxClientDisconnect(); got.AsDuration() != 5*time.Minute {
+		t.Errorf("max_client_disconnect %s, want 5m", got.AsDuration())
 	}
 	job.Canonicalize()
 	if err := (&droverv1.RegisterJobRequest{Job: job}).Validate(); err != nil {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -61,7 +63,7 @@ func awaitEval(ctx context.Context, c droverv1.EvalServiceClient, id string) (*d
 	for {
 		resp, err := c.Get(ctx, &droverv1.GetEvaluationRequest{
 			EvalId: id,
-			Query:  &droverv1.QueryOptions{MinIndex: index, MaxWait: int64(followPollWait)},
+			Query:  &droverv1.QueryOptions{MinIndex: index, MaxWait: durationpb.New(followPollWait)},
 		})
 		if err != nil {
 			return nil, err

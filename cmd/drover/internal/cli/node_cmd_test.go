@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
@@ -181,7 +182,7 @@ Node "` + nodeID1 + `" drain complete
 				t.Errorf("stderr:\n%q\nwant:\n%q", stderr, tt.wantStderr)
 			}
 			reads, _, drains := fake.requests()
-			want := &droverv1.UpdateNodeDrainRequest{NodeId: nodeID1, Enable: true, Deadline: int64(time.Hour)}
+			want := &droverv1.UpdateNodeDrainRequest{NodeId: nodeID1, Enable: true, Deadline: durationpb.New(time.Hour)}
 			if len(drains) != 1 || !drains[0].EqualVT(want) {
 				t.Errorf("drain requests %v, want %v", drains, want)
 			}
@@ -195,7 +196,7 @@ Node "` + nodeID1 + `" drain complete
 				if i > 0 {
 					wantIndex = tt.gets[i].GetMeta().GetIndex()
 				}
-				if r.GetNodeId() != nodeID1 || r.GetQuery().GetMinIndex() != wantIndex || r.GetQuery().GetMaxWait() <= 0 {
+				if r.GetNodeId() != nodeID1 || r.GetQuery().GetMinIndex() != wantIndex || r.GetQuery().GetMaxWait().AsDuration() <= 0 {
 					t.Errorf("follow read %d: %v, want node %s with min_index %d and a max_wait", i, r, nodeID1, wantIndex)
 				}
 			}
@@ -280,7 +281,7 @@ func TestNodeWritesWithoutFollowing(t *testing.T) {
 			args:      []string{"node", "drain", "-enable", "-detach", "-ignore-system", "a1b2"},
 			fake:      &fakeNodes{drain: &droverv1.UpdateNodeDrainResponse{Index: 40, EvalIds: []string{evalID1}}},
 			wantOut:   `Node "` + nodeID1 + `" drain strategy set` + "\nEvaluation ID: " + evalID1 + "\n",
-			wantDrain: &droverv1.UpdateNodeDrainRequest{NodeId: nodeID1, Enable: true, IgnoreSystemJobs: true, Deadline: int64(time.Hour)},
+			wantDrain: &droverv1.UpdateNodeDrainRequest{NodeId: nodeID1, Enable: true, IgnoreSystemJobs: true, Deadline: durationpb.New(time.Hour)},
 		},
 		{
 			name:      "drain -disable -keep-ineligible",

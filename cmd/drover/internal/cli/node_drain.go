@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -81,9 +82,9 @@ func (f *drainFlags) request() (*droverv1.UpdateNodeDrainRequest, error) {
 	switch {
 	case !enable, f.noDeadline, f.force:
 	case f.deadline != 0:
-		req.Deadline = int64(f.deadline)
+		req.Deadline = durationpb.New(f.deadline)
 	default:
-		req.Deadline = int64(defaultDrainDeadline)
+		req.Deadline = durationpb.New(defaultDrainDeadline)
 	}
 	return req, nil
 }

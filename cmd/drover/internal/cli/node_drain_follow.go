@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -66,7 +68,7 @@ func (d *drainWatch) await(ctx context.Context) (*droverv1.Node, error) {
 	for {
 		resp, err := d.c.Get(ctx, &droverv1.GetNodeRequest{
 			NodeId: d.nodeID,
-			Query:  &droverv1.QueryOptions{MinIndex: index, MaxWait: int64(followPollWait)},
+			Query:  &droverv1.QueryOptions{MinIndex: index, MaxWait: durationpb.New(followPollWait)},
 		})
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -223,15 +224,15 @@ func TestDrainFlags(t *testing.T) {
 		wantErr string
 	}{
 		{"enable: default deadline", drainFlags{enableFlags: enableFlags{enable: true}},
-			&droverv1.UpdateNodeDrainRequest{Enable: true, Deadline: int64(defaultDrainDeadline)}, ""},
+			&droverv1.UpdateNodeDrainRequest{Enable: true, Deadline: durationpb.New(defaultDrainDeadline)}, ""},
 		{"enable with deadline and ignore-system", drainFlags{enableFlags: enableFlags{enable: true}, deadline: 10 * time.Minute, ignoreSystem: true},
-			&droverv1.UpdateNodeDrainRequest{Enable: true, Deadline: int64(10 * time.Minute), IgnoreSystemJobs: true}, ""},
+			&droverv1.UpdateNodeDrainRequest{Enable: true, Deadline: durationpb.New(10 * time.Minute), IgnoreSystemJobs: true}, ""},
 		{"enable -no-deadline", drainFlags{enableFlags: enableFlags{enable: true}, noDeadline: true},
 			&droverv1.UpdateNodeDrainRequest{Enable: true}, ""},
 		{"enable -force", drainFlags{enableFlags: enableFlags{enable: true}, force: true},
 			&droverv1.UpdateNodeDrainRequest{Enable: true, Force: true}, ""},
 		{"enable -detach", drainFlags{enableFlags: enableFlags{enable: true}, detach: true},
-			&droverv1.UpdateNodeDrainRequest{Enable: true, Deadline: int64(defaultDrainDeadline)}, ""},
+			&droverv1.UpdateNodeDrainRequest{Enable: true, Deadline: durationpb.New(defaultDrainDeadline)}, ""},
 		{"disable", drainFlags{enableFlags: enableFlags{disable: true}},
 			&droverv1.UpdateNodeDrainRequest{MarkEligible: true}, ""},
 		{"disable, keep ineligible", drainFlags{enableFlags: enableFlags{disable: true}, keepIneligible: true},
