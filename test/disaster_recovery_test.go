@@ -43,6 +43,7 @@ func TestRestoreAfterLosingEveryServer(t *testing.T) {
 	// gives every node the failover TTL (minutes) to come back.
 	heartbeats := cluster.Args("-heartbeat-min-ttl", "2s", "-heartbeat-grace", "2s")
 	old, fleet := deployCluster(t, ctx, heartbeats)
+	poll(ctx, t, "the cluster id written", func() (bool, string) { return clusterID(ctx, t, old.Servers()[0]) != "", "not yet" })
 	load := startJobLoad(ctx, t, old.Servers())
 	load.waitPlaced(ctx, t, old.Servers()[0], 5)
 

@@ -101,6 +101,10 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPlaced(ctx, t, follower, saved.GetId(), 2)
+	// The leader writes the cluster's id once every server has announced
+	// itself; a backup taken before would miss it, and the restored
+	// cluster write it again.
+	poll(ctx, t, "the cluster id written", func() (bool, string) { return clusterID(ctx, t, leader) != "", "not yet" })
 	c.WaitConverged(ctx)
 	atSave := dataDigests(ctx, t, leader)
 	path := filepath.Join(t.TempDir(), "backup.snap")
@@ -184,4 +188,61 @@ func restoreBytes(ctx context.Context, s *cluster.Server, file []byte) (*droverv
 		file = file[n:]
 	}
 	return stream.CloseAndRecv()
+}
+
+// TestSnapshotRestoreRebuildsBlockedEvals: an evaluation blocked in a
+// backup is blocked again after the restore, and placed when capacity
+// comes. The job is stopped between the save and the restore, so the
+// leader's blocked set no longer holds it: only a blocked set rebuilt from
+// the restored state can place it.
+func TestSnapshotRestoreRebuildsBlockedEvals(t *testing.T) {
+	c := cluster.New(t, droverBin, 3)
+	ctx := within(t, testContext(t), 2*time.Minute)
+	leader := c.WaitLeader(ctx)
+	readyNodes(ctx, t, leader.Conn(), 2)
+	blocked := mock.Job(1)
+	blocked.TaskGroups[0].Resources.MemoryMb = 64 << 10
+	if _, err := registerJob(ctx, leader.Conn(), blocked, uuid.NewString()); err != nil {
+		t.Fatal(err)
+	}
+	waitBlocked(ctx, t, leader, blocked.GetId())
+	path := filepath.Join(t.TempDir(), "backup.snap")
+	if out, err := exec.CommandContext(ctx, droverBin, "operator", "snapshot", "save", "-address", leader.RPCAddr(), path).CombinedOutput(); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	if _, err := droverv1.NewJobServiceClient(leader.Conn()).Deregister(ctx, &droverv1.DeregisterJobRequest{JobId: blocked.GetId(), RequestId: uuid.NewString()}); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "no blocked evaluation of job "+blocked.GetId(), func() (bool, string) {
+		return !hasBlockedEval(ctx, t, leader, blocked.GetId()), "still blocked"
+	})
+	if out, err := exec.CommandContext(ctx, droverBin, "operator", "snapshot", "restore", "-address", leader.RPCAddr(), path).CombinedOutput(); err != nil {
+		t.Fatalf("snapshot restore: %v\n%s", err, out)
+	}
+	leader = c.WaitLeader(ctx)
+	waitBlocked(ctx, t, leader, blocked.GetId())
+	large := mock.Node()
+	large.Resources.MemoryMb = 128 << 10
+	if _, err := registerNode(ctx, leader.Conn(), large); err != nil {
+		t.Fatal(err)
+	}
+	heartbeat(ctx, t, leader.Conn(), large)
+	waitPlaced(ctx, t, leader, blocked.GetId(), 1)
+}
+
+// waitBlocked waits until s holds a blocked evaluation of the job.
+func waitBlocked(ctx context.Context, t *testing.T, s *cluster.Server, jobID string) {
+	t.Helper()
+	poll(ctx, t, "a blocked evaluation of job "+jobID, func() (bool, string) {
+		return hasBlockedEval(ctx, t, s, jobID), "none yet"
+	})
+}
+
+func hasBlockedEval(ctx context.Context, t *testing.T, s *cluster.Server, jobID string) bool {
+	for _, e := range listEvals(ctx, t, s) {
+		if e.GetJobId() == jobID && e.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_BLOCKED {
+			return true
+		}
+	}
+	return false
 }
