@@ -68,15 +68,7 @@ func TestRestoreAfterLosingEveryServer(t *testing.T) {
 	for _, s := range fresh.Servers() {
 		setWorkers(ctx, t, s, &droverv1.UpdateSchedulerWorkersRequest{Paused: proto.Bool(true)})
 	}
-	out, err := exec.CommandContext(ctx, droverBin, "operator", "snapshot", "restore", "-address", leader.RPCAddr(), path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("snapshot restore: %v\n%s", err, out)
-	}
-	m := regexp.MustCompile(`starts at index (\d+)`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("snapshot restore printed no index:\n%s", out)
-	}
-	restoredAt, _ := strconv.ParseUint(string(m[1]), 10, 64)
+	restoredAt := restoreBackup(ctx, t, leader, path)
 	fresh.WaitConverged(ctx)
 	// Every server holds the backup's state. Only evaluations may differ:
 	// the deployment watcher, started again from the restored state,
@@ -227,43 +219,63 @@ func readBackup(t *testing.T, path string) savedBackup {
 // listEvals lists every evaluation s knows.
 func listEvals(ctx context.Context, t *testing.T, s *cluster.Server) []*droverv1.Evaluation {
 	t.Helper()
-	var out []*droverv1.Evaluation
 	client := droverv1.NewEvalServiceClient(s.Conn())
-	token := ""
-	for {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		resp, err := client.List(cctx, &droverv1.ListEvaluationsRequest{Page: &droverv1.PageOptions{NextToken: token, PageSize: 1000}})
-		cancel()
-		if err != nil {
-			t.Fatalf("list evaluations on %s: %v", s, err)
-		}
-		out = append(out, resp.GetEvaluations()...)
-		if token = resp.GetNextToken(); token == "" {
-			return out
-		}
-	}
+	return listPages(ctx, t, "evaluations on "+s.ID(), func(ctx context.Context, page *droverv1.PageOptions) ([]*droverv1.Evaluation, string, error) {
+		resp, err := client.List(ctx, &droverv1.ListEvaluationsRequest{Page: page})
+		return resp.GetEvaluations(), resp.GetNextToken(), err
+	})
 }
 
 // listAllocs lists every allocation s knows, by id.
 func listAllocs(ctx context.Context, t *testing.T, s *cluster.Server) map[string]*droverv1.Allocation {
 	t.Helper()
-	out := map[string]*droverv1.Allocation{}
 	client := droverv1.NewAllocServiceClient(s.Conn())
+	allocs := listPages(ctx, t, "allocations on "+s.ID(), func(ctx context.Context, page *droverv1.PageOptions) ([]*droverv1.Allocation, string, error) {
+		resp, err := client.List(ctx, &droverv1.ListAllocationsRequest{Page: page})
+		return resp.GetAllocations(), resp.GetNextToken(), err
+	})
+	out := make(map[string]*droverv1.Allocation, len(allocs))
+	for _, a := range allocs {
+		out[a.GetId()] = a
+	}
+	return out
+}
+
+// listPages calls list page by page, each call bounded in time, and
+// returns everything listed.
+func listPages[T any](ctx context.Context, t *testing.T, what string, list func(context.Context, *droverv1.PageOptions) ([]T, string, error)) []T {
+	t.Helper()
+	var out []T
 	token := ""
 	for {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		resp, err := client.List(cctx, &droverv1.ListAllocationsRequest{Page: &droverv1.PageOptions{NextToken: token, PageSize: 1000}})
+		items, next, err := list(cctx, &droverv1.PageOptions{NextToken: token, PageSize: 1000})
 		cancel()
 		if err != nil {
-			t.Fatalf("list allocations on %s: %v", s, err)
+			t.Fatalf("list %s: %v", what, err)
 		}
-		for _, a := range resp.GetAllocations() {
-			out[a.GetId()] = a
-		}
-		if token = resp.GetNextToken(); token == "" {
+		out = append(out, items...)
+		if token = next; token == "" {
 			return out
 		}
 	}
+}
+
+// restoreBackup restores the backup at path through s with the CLI and
+// returns the index the restored state starts at.
+func restoreBackup(ctx context.Context, t *testing.T, s *cluster.Server, path string) uint64 {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, droverBin, "operator", "snapshot", "restore", "-address", s.RPCAddr(), path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("snapshot restore through %s: %v\n%s", s, err, out)
+	}
+	t.Logf("%s", bytes.TrimSpace(out))
+	m := regexp.MustCompile(`starts at index (\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("snapshot restore printed no index:\n%s", out)
+	}
+	index, _ := strconv.ParseUint(string(m[1]), 10, 64)
+	return index
 }
 
 // jobLoad registers a small service job through each server in turn, ten

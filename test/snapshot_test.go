@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,16 +140,7 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Fatalf("a refused restore changed the state")
 	}
 
-	out, err := exec.CommandContext(ctx, droverBin, "operator", "snapshot", "restore", "-address", follower.RPCAddr(), path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("snapshot restore: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
-	m := regexp.MustCompile(`starts at index (\d+)`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("snapshot restore printed no index:\n%s", out)
-	}
-	restoredAt, _ := strconv.ParseUint(string(m[1]), 10, 64)
+	restoredAt := restoreBackup(ctx, t, follower, path)
 	c.WaitConverged(ctx)
 	// Indexes never go back: the restored state starts past every index
 	// handed out before, on every server.
@@ -216,9 +205,7 @@ func TestSnapshotRestoreRebuildsBlockedEvals(t *testing.T) {
 	poll(ctx, t, "no blocked evaluation of job "+blocked.GetId(), func() (bool, string) {
 		return !hasBlockedEval(ctx, t, leader, blocked.GetId()), "still blocked"
 	})
-	if out, err := exec.CommandContext(ctx, droverBin, "operator", "snapshot", "restore", "-address", leader.RPCAddr(), path).CombinedOutput(); err != nil {
-		t.Fatalf("snapshot restore: %v\n%s", err, out)
-	}
+	restoreBackup(ctx, t, leader, path)
 	leader = c.WaitLeader(ctx)
 	waitBlocked(ctx, t, leader, blocked.GetId())
 	large := mock.Node()
