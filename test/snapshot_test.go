@@ -113,6 +113,17 @@ func TestSnapshotRestore(t *testing.T) {
 	if _, err := registerJob(ctx, follower.Conn(), later, uuid.NewString()); err != nil {
 		t.Fatal(err)
 	}
+	// Placed and its evaluation done, so that nothing changes the state
+	// while the refused restores are checked to change nothing.
+	waitPlaced(ctx, t, follower, later.GetId(), 1)
+	poll(ctx, t, "every evaluation of job "+later.GetId()+" done", func() (bool, string) {
+		for _, e := range listEvals(ctx, t, leader) {
+			if e.GetJobId() == later.GetId() && !e.Terminal() {
+				return false, fmt.Sprintf("evaluation %s is %s", e.GetId(), e.GetStatus())
+			}
+		}
+		return true, ""
+	})
 	c.WaitConverged(ctx)
 
 	good, err := os.ReadFile(path)
@@ -137,7 +148,7 @@ func TestSnapshotRestore(t *testing.T) {
 		}
 	}
 	if after := dataDigests(ctx, t, leader); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Fatalf("a refused restore changed the state")
+		t.Fatalf("a refused restore changed the state:\nbefore %v\nafter  %v", before, after)
 	}
 
 	restoredAt := restoreBackup(ctx, t, follower, path)
