@@ -24,7 +24,7 @@ BREAKING_BRANCH ?= main
 # The long fault sweep of `make chaos`: flags of test/chaos (see docs/reliability.md).
 CHAOS_ARGS ?= -chaos.rounds=5 -chaos.hold=15s -chaos.calm=5s -chaos.seeds=2
 
-.PHONY: help build run test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench tidy clean
+.PHONY: help build run test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench tidy clean ui-vendor chromium
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value]'
@@ -61,7 +61,7 @@ fmt-check: ## Fail if gofmt -l lists any non-generated .go file
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-go-test: ## go test -race on all packages but the fault suite (part of test)
+go-test: chromium ## go test -race on all packages but the fault suite (part of test)
 	$(GO) test -race -count=1 -timeout 15m $$($(GO) list ./... | grep -v '/test/chaos$$')
 
 chaos-sweep: ## The fault suite, short: every fault once (part of test; runs alone, it starts many servers)
@@ -127,6 +127,43 @@ bench: ## The benchmarks of docs/benchmarks.md (5 runs each) into bench.out, the
 
 tidy: ## go mod tidy
 	$(GO) mod tidy
+
+# The web UI's third-party modules (docs/ui.md, docs/dependencies.md): npm
+# tarballs pinned by version and sha512 (the registry's "integrity"), one
+# file taken from each. The files are committed, so build and test need no
+# network; `make ui-vendor` refetches them after a pin changes. The bare
+# import "preact" becomes "./preact.mjs", so no import map (an inline script
+# the Content-Security-Policy would have to allow) is needed.
+UI_VENDOR := server/httpapi/ui/assets/vendor
+# name version sha512-base64 file-in-package output
+UI_PKGS := \
+	preact 11.2.0 /HfHI/7N84e6GrWBJ3J280z3mLaRJiDcSvj/A+y/4AbLnND/1UlGHe1sR6oYuTGwId0nP7dqDU9OnLxMPZ7xBg== dist/preact.mjs preact.mjs \
+	preact 11.2.0 /HfHI/7N84e6GrWBJ3J280z3mLaRJiDcSvj/A+y/4AbLnND/1UlGHe1sR6oYuTGwId0nP7dqDU9OnLxMPZ7xBg== hooks/dist/hooks.mjs preact-hooks.mjs \
+	htm 3.1.1 983Vyg8NwUE7JkZ6NmOqpCZ+sh1bKv2iYTlUkzlWmA5JD2acKoxd4KVxbMmxX/85mtfdnDmTFoNKcg5DGAvxNQ== dist/htm.module.js htm.mjs
+
+ui-vendor: ## Fetch the UI's pinned npm modules, check their sha512, extract into server/httpapi/ui/assets/vendor
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	set -- $(UI_PKGS); \
+	while [ $$# -ge 5 ]; do \
+		name=$$1 ver=$$2 sum=$$3 file=$$4 out=$$5; shift 5; \
+		tgz="$$tmp/$$name-$$ver.tgz"; \
+		[ -f "$$tgz" ] || curl -fsSL -o "$$tgz" "https://registry.npmjs.org/$$name/-/$$name-$$ver.tgz"; \
+		got=$$(openssl dgst -sha512 -binary "$$tgz" | base64 -w0); \
+		if [ "$$got" != "$$sum" ]; then echo "ui-vendor: $$name@$$ver: sha512 $$got, want $$sum"; exit 1; fi; \
+		tar -xzf "$$tgz" -C "$$tmp" "package/$$file"; \
+		{ echo "// $$name@$$ver $$file, from the npm registry (make ui-vendor)."; \
+		  sed 's|from"preact"|from"./preact.mjs"|g' "$$tmp/package/$$file"; } > $(UI_VENDOR)/$$out; \
+		echo "ui-vendor: $$name@$$ver $$file -> $(UI_VENDOR)/$$out"; \
+	done
+
+chromium: ## Install Debian's chromium for the browser tests when missing (as root; part of go-test)
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo 'chromium: not found; apt-get install -y chromium'; \
+		{ apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; } >/dev/null; \
+	else \
+		echo 'chromium: not found and not root with apt-get: the browser tests (TestUI*) will skip'; \
+	fi
 
 clean: ## Remove bin/ and bench.out
 	rm -rf bin bench.out

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/server/httpapi/ui"
 )
 
 // Config is what the HTTP server serves.
@@ -84,7 +85,8 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// handler routes /metrics, pprof, the OpenAPI document and the API.
+// handler routes /metrics, pprof, the OpenAPI document, the API and the
+// web UI (/ui/; / redirects there).
 func (s *Server) handler(ctx context.Context, cfg Config) (http.Handler, error) {
 	mux := http.NewServeMux()
 	if cfg.Metrics != nil {
@@ -102,6 +104,14 @@ func (s *Server) handler(ctx context.Context, cfg Config) (http.Handler, error) 
 	if cfg.Conn == nil {
 		return mux, nil
 	}
+	// The UI only talks to the API, so it is served only with one.
+	uiHandler, err := ui.Handler()
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle(ui.Prefix, uiHandler)
+	mux.Handle("GET /ui", http.RedirectHandler(ui.Prefix, http.StatusMovedPermanently))
+	mux.Handle("GET /{$}", http.RedirectHandler(ui.Prefix, http.StatusFound))
 	gw, err := newGateway(ctx, cfg.Conn)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,60 @@
+// The app: header, token box, and the view the address names. Addresses
+// are real paths under /ui/ (the server answers index.html for them), so
+// views can be reloaded, bookmarked and shared.
+import { html, render } from './html.mjs';
+import { useEffect, useState } from '../vendor/preact-hooks.mjs';
+import { onStreamState } from './events.mjs';
+import { TokenBox } from './token.mjs';
+import { ClusterView } from './views/cluster.mjs';
+import { JobsView } from './views/jobs.mjs';
+import { JobView } from './views/job.mjs';
+
+/** The view for a path under /ui/. */
+function route(pathname) {
+  const parts = pathname.replace(/^\/ui\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === 'jobs' && parts[1]) return { nav: 'jobs', view: html`<${JobView} id=${parts[1]} />` };
+  if (parts[0] === 'jobs') return { nav: 'jobs', view: html`<${JobsView} />` };
+  if (parts.length === 0 || parts[0] === 'cluster') return { nav: 'cluster', view: html`<${ClusterView} />` };
+  return { nav: '', view: html`<h1>Not found</h1><p>The UI has no view at ${pathname}.</p>` };
+}
+
+function Live() {
+  const [on, setOn] = useState(false);
+  useEffect(() => onStreamState(setOn), []);
+  return html`<span class=${`live ${on ? 'on' : 'off'}`} id="live">${on ? 'live' : 'reconnecting'}</span>`;
+}
+
+function App() {
+  const [path, setPath] = useState(location.pathname);
+  useEffect(() => {
+    const pop = () => setPath(location.pathname);
+    // Links inside the UI change the view without loading the page.
+    const click = (e) => {
+      const a = e.target.closest('a');
+      if (!a || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey) return;
+      const url = new URL(a.href, location.href);
+      if (url.origin !== location.origin || !url.pathname.startsWith('/ui/')) return;
+      e.preventDefault();
+      history.pushState(null, '', url.pathname);
+      setPath(url.pathname);
+    };
+    window.addEventListener('popstate', pop);
+    document.addEventListener('click', click);
+    return () => {
+      window.removeEventListener('popstate', pop);
+      document.removeEventListener('click', click);
+    };
+  }, []);
+  const { nav, view } = route(path);
+  const link = (href, name, label) => html`<a href=${href} class=${nav === name ? 'active' : ''}>${label}</a>`;
+  return html`
+    <header>
+      <span class="brand">drover</span>
+      <nav>${link('/ui/cluster', 'cluster', 'Cluster')}${link('/ui/jobs', 'jobs', 'Jobs')}</nav>
+      <${Live} />
+      <${TokenBox} />
+    </header>
+    <main>${view}</main>`;
+}
+
+render(html`<${App} />`, document.getElementById('app'));
