@@ -24,7 +24,7 @@ BREAKING_BRANCH ?= main
 # The long fault sweep of `make chaos`: flags of test/chaos (see docs/reliability.md).
 CHAOS_ARGS ?= -chaos.rounds=5 -chaos.hold=15s -chaos.calm=5s -chaos.seeds=2
 
-.PHONY: help build run test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench tidy clean ui-vendor chromium
+.PHONY: help build run test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench tidy clean ui-vendor ui-screenshots chromium
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value]'
@@ -155,6 +155,9 @@ ui-vendor: ## Fetch the UI's pinned npm modules, check their sha512, extract int
 		  sed 's|from"preact"|from"./preact.mjs"|g' "$$tmp/package/$$file"; } > $(UI_VENDOR)/$$out; \
 		echo "ui-vendor: $$name@$$ver $$file -> $(UI_VENDOR)/$$out"; \
 	done
+
+ui-screenshots: chromium ## Run the browser tests writing each view's screenshot to docs/ui/ (for docs/ui.md)
+	DROVER_UI_SCREENSHOTS=$(CURDIR)/docs/ui $(GO) test -count=1 -run '^TestUI' ./test/
 
 chromium: ## Install Debian's chromium for the browser tests when missing (as root; part of go-test)
 	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then exit 0; fi; \
