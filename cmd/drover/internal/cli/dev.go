@@ -48,7 +48,7 @@ func devFlags(stderr io.Writer) (*flag.FlagSet, *devOptions) {
 	o := &devOptions{}
 	fs.StringVar(&o.rpcAddr, "rpc-addr", defaultAddr, "gRPC listen address of the dev server")
 	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:4651", "raft listen address of the dev server")
-	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API (/v1/...) and Prometheus metrics (/metrics) listen address")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API (/v1/...), web UI (/ui/) and Prometheus metrics (/metrics) listen address")
 	fs.IntVar(&o.simNodes, "sim-nodes", 5, "number of simulated nodes")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "server log level: debug, info, warn or error")
 	return fs, o
@@ -204,6 +204,8 @@ func printDevHelp(w io.Writer, rpcAddr, httpAddr string, nodes int, jobID, nextF
 	fmt.Fprintf(w, `drover dev: a server on %s with %d simulated nodes, running the sample job %q.
 Data is in a temporary directory, removed when you press Ctrl-C.
 
+The web UI: http://%s/ui/
+
   drover job status%s %s
   drover node status%s
   drover eval list%s
@@ -219,7 +221,7 @@ healthy 2s after it starts, as its update block says:
   drover deployment list%s
 
 job run follows the rollout to its end; job status shows it too.
-`, rpcAddr, nodes, jobID, addrFlag, jobID, addrFlag, addrFlag, rpcAddr, httpAddr, jobID, httpAddr,
+`, rpcAddr, nodes, jobID, httpAddr, addrFlag, jobID, addrFlag, addrFlag, rpcAddr, httpAddr, jobID, httpAddr,
 		addrFlag, nextFile, addrFlag, nextFile, addrFlag)
 }
 

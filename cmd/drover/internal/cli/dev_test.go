@@ -90,7 +90,7 @@ func TestDevRunsTheSampleJobAndCleansUp(t *testing.T) {
 		}
 		return running == want, fmt.Sprintf("%d of %d running", running, want)
 	})
-	for _, hint := range []string{"drover job status", "drover node status", "drover eval list", "EventService/Stream", "/v1/job/", "/metrics", "drover job run"} {
+	for _, hint := range []string{"drover job status", "drover node status", "drover eval list", "EventService/Stream", "/v1/job/", "/metrics", "drover job run", "/ui/"} {
 		if !bytes.Contains([]byte(out.String()), []byte(hint)) {
 			t.Errorf("output does not mention %q:\n%s", hint, out.String())
 		}

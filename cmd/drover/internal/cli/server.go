@@ -71,7 +71,7 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs.DurationVar(&cfg.Autopilot.ServerStabilizationTime, "server-stabilization-time", cfg.Autopilot.ServerStabilizationTime, "how long a joining server must be healthy before it becomes a voter")
 	fs.DurationVar(&cfg.Autopilot.UpdateInterval, "autopilot-update-interval", cfg.Autopilot.UpdateInterval, "how often the leader measures every server's health")
 	fs.DurationVar(&cfg.Autopilot.ReconcileInterval, "autopilot-reconcile-interval", cfg.Autopilot.ReconcileInterval, "how often the leader promotes stable servers and removes dead ones")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "serve the HTTP API (/v1/...), its OpenAPI document (/v1/openapi.json) and Prometheus metrics (/metrics) on this address (off when empty)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "serve the HTTP API (/v1/...), its OpenAPI document (/v1/openapi.json), the web UI (/ui/) and Prometheus metrics (/metrics) on this address (off when empty)")
 	fs.BoolVar(&cfg.EnablePprof, "enable-pprof", cfg.EnablePprof, "also serve Go profiles at /debug/pprof/ on -http-addr")
 	fs.StringVar(&cfg.InfoFile, "info-file", "", "write the server id and bound addresses to this file (JSON) once serving")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "raft entries between snapshots")
