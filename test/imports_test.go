@@ -48,6 +48,8 @@ internal/acl   | -                                                        | goog
 internal/audit | -                                                        | google.golang.org/grpc/... github.com/hashicorp/raft/...
 internal/backup | -                                                       | google.golang.org/grpc/... github.com/hashicorp/raft/...
 server/...     | ...                                                      | -
+server/httpapi | rpc internal/acl server/httpapi/ui proto/...             | -
+server/httpapi/ui | -                                                     | -
 internal/tlsconfig | -                                                    | -
 internal/testcerts | internal/tlsconfig                                   | -
 internal/simagent  | proto/... rpc                                        | -
@@ -57,6 +59,8 @@ internal/loadgen   | proto/... rpc internal/simagent                      | -
 // The rpc row means rpc never imports server, worker or fsm (the package);
 // the policy language (internal/acl) and the audit file (internal/audit)
 // know nothing of gRPC, raft or the state store;
+// the HTTP server only translates to the gRPC services, and the web UI's
+// assets and handler know nothing of drover (DESIGN.md section 2);
 // the server row is narrowed by importedByTable (no cmd, test, internal/mock).
 // rpc takes its TLS credentials and the server-identity check from the
 // server as gRPC credentials and a function, so it does not import
