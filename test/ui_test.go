@@ -177,7 +177,7 @@ func TestUI(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitJS(browser, t, "job web listed", `!!document.querySelector('#jobs tr[data-job="web"]')`)
-		waitJS(browser, t, "the event stream connected", `!!document.querySelector('#live.on')`)
+		waitJS(browser, t, "the event stream connected", `!!document.querySelector('#live.live')`)
 
 		api := mock.Job(1)
 		api.Id, api.Name = "api", "api"

@@ -6,7 +6,9 @@ import { getToken } from './api.mjs';
 
 const listeners = new Set();
 const stateListeners = new Set();
-let connected = false;
+// 'connecting' until the answer's headers come (the server sends them with
+// the first batch, docs/api.md), 'live' after, 'down' after an error.
+let state = 'connecting';
 let started = false;
 
 /** Calls fn(batch) for every batch with an event of one of topics
@@ -18,16 +20,17 @@ export function onEvents(topics, fn) {
   return () => listeners.delete(l);
 }
 
-/** Calls fn(connected) when the stream connects or drops. */
+/** Calls fn(state) with the stream's state now and when it changes:
+ * 'connecting', 'live' or 'down'. */
 export function onStreamState(fn) {
   stateListeners.add(fn);
-  fn(connected);
+  fn(state);
   return () => stateListeners.delete(fn);
 }
 
-function setConnected(v) {
-  if (v === connected) return;
-  connected = v;
+function setState(v) {
+  if (v === state) return;
+  state = v;
   for (const fn of stateListeners) fn(v);
 }
 
@@ -42,9 +45,10 @@ async function readStream(from, signal) {
   const headers = { Accept: 'application/x-ndjson' };
   const t = getToken();
   if (t) headers['X-Drover-Token'] = t;
+  setState('connecting');
   const resp = await fetch(`/v1/event/stream${from ? `?index=${from}` : ''}`, { headers, signal });
   if (!resp.ok) throw new Error(`event stream: ${resp.status}`);
-  setConnected(true);
+  setState('live');
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
   let last = from;
@@ -66,11 +70,23 @@ async function readStream(from, signal) {
   }
 }
 
+/** Resolves after ms, or at once when signal aborts. */
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
+}
+
 async function run() {
   let from = 0;
   let delay = 500;
   let ctl = new AbortController();
-  // A new token may see other events: reconnect with it.
+  // A new token may see other events: reconnect with it at once, also
+  // while backing off after a refusal.
   window.addEventListener('drover-token', () => ctl.abort());
   for (;;) {
     try {
@@ -79,11 +95,16 @@ async function run() {
     } catch {
       // Dropped, refused or aborted: show it and try again, backing off.
       // The views keep what they have and load again on the next batch.
+      if (!ctl.signal.aborted) setState('down');
     }
-    setConnected(false);
-    if (ctl.signal.aborted) ctl = new AbortController();
-    else await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 10000);
+    if (!ctl.signal.aborted) {
+      await sleep(delay, ctl.signal);
+      delay = Math.min(delay * 2, 10000);
+    }
+    if (ctl.signal.aborted) {
+      ctl = new AbortController();
+      delay = 500;
+    }
     // Whatever was missed while down: tell everyone to load again.
     deliver({ events: [...new Set([...listeners].flatMap((l) => [...l.topics]))].map((topic) => ({ topic })) });
   }

@@ -18,10 +18,13 @@ function route(pathname) {
   return { nav: '', view: html`<h1>Not found</h1><p>The UI has no view at ${pathname}.</p>` };
 }
 
+const liveLabels = { connecting: 'connecting', live: 'live', down: 'reconnecting' };
+
+/** The event stream's state, so an operator knows whether views update. */
 function Live() {
-  const [on, setOn] = useState(false);
-  useEffect(() => onStreamState(setOn), []);
-  return html`<span class=${`live ${on ? 'on' : 'off'}`} id="live">${on ? 'live' : 'reconnecting'}</span>`;
+  const [state, setState] = useState('connecting');
+  useEffect(() => onStreamState(setState), []);
+  return html`<span class=${`live ${state}`} id="live">${liveLabels[state]}</span>`;
 }
 
 function App() {

@@ -1,0 +1,78 @@
+package test_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/droverhq/drover/internal/mock"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/test/cluster"
+)
+
+// TestUIToken drives the UI against a server with ACLs: without a token
+// the jobs view shows the API's refusal; with the management token typed
+// into the token box it lists the jobs, the event stream connects with the
+// token, and the token survives a reload in the tab's session storage.
+func TestUIToken(t *testing.T) {
+	ctx := within(t, testContext(t), 2*time.Minute)
+	errs := &consoleErrors{}
+	browser := startBrowser(ctx, t, errs)
+
+	c := cluster.New(t, droverBin, 1, cluster.Bootstrap(), cluster.ACL(), httpArgs())
+	leader := c.WaitLeader(ctx)
+	// ACL entries are written once the server has announced its release.
+	poll(ctx, t, "the server announced", func() (bool, string) {
+		info, err := serverInfo(ctx, leader)
+		return err == nil && info.GetClusterId() != "", fmt.Sprint(err)
+	})
+	secret := raceBootstrap(ctx, t, leader)
+	base := "http://" + leader.Info().HTTPAddr
+
+	if err := chromedp.Do(browser, chromedp.Navigate(base+"/ui/jobs")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(browser, t, "the API's refusal shown without a token",
+		`/UNAUTHENTICATED|PERMISSION_DENIED/.test(document.querySelector('.error')?.textContent || '')`)
+
+	if err := chromedp.Do(browser,
+		chromedp.SendKeys(chromedp.CSS("#token"), secret),
+		chromedp.Click(chromedp.CSS("form.token button")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(browser, t, "the jobs listed with the token", `!!document.querySelector('#jobs') && !document.querySelector('.error')`)
+	// The stream reads with the token too: a job registered now is listed.
+	job := mock.Job(1)
+	job.Id, job.Name = "tok", "tok"
+	body, err := protoNames.Marshal(&droverv1.RegisterJobRequest{Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := callHTTP(ctx, leader.Info().HTTPAddr, "PUT", "/v1/jobs", body, tokenHeader(secret)); err != nil || a.status != 200 {
+		t.Fatalf("PUT /v1/jobs: %d %s %v", a.status, a.body, err)
+	}
+	listed := `!!document.querySelector('#jobs tr[data-job="tok"]') && !document.querySelector('.error')`
+	waitJS(browser, t, "the job registered listed live, the stream reading with the token",
+		listed+` && !!document.querySelector('#live.live')`)
+	stored, err := chromedp.Run(browser, chromedp.Evaluate[string](`sessionStorage.getItem('drover.token')`))
+	if err != nil || stored != secret {
+		t.Fatalf("session storage holds %q (%v), want the token", stored, err)
+	}
+	if strings.Contains(base, secret) {
+		t.Fatal("the token is in the address")
+	}
+
+	if err := chromedp.Do(browser, chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(browser, t, "the jobs listed after a reload, with the stored token", listed)
+
+	if err := chromedp.Do(browser, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	errs.check(t)
+}
