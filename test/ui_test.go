@@ -129,7 +129,7 @@ func screenshot(ctx context.Context, t *testing.T, name string) {
 
 // TestUI drives the web UI in headless Chromium against 3 servers and 4
 // simulated nodes running allocations: the cluster view shows the servers
-// and the leader, the jobs view lists a job, a job registered through the
+// and the leader, the nodes view the ready nodes, the jobs view lists a job, a job registered through the
 // API appears without a reload, the job view counts its running
 // allocations, an API error is shown, and no page has a JavaScript error.
 func TestUI(t *testing.T) {
@@ -168,6 +168,16 @@ func TestUI(t *testing.T) {
 		screenshot(browser, t, "cluster")
 	})
 
+	t.Run("nodes", func(t *testing.T) {
+		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(`nav a[href="/ui/nodes"]`))); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(browser, t, "4 ready nodes",
+			`document.querySelectorAll('#nodes tbody tr').length === 4 &&
+			 [...document.querySelectorAll('#nodes td[data-field="status"]')].every((td) => td.textContent === 'ready')`)
+		screenshot(browser, t, "nodes")
+	})
+
 	t.Run("jobs", func(t *testing.T) {
 		// A link in the page, not a navigation: the app routes itself.
 		if err := chromedp.Do(browser,
@@ -177,7 +187,7 @@ func TestUI(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitJS(browser, t, "job web listed", `!!document.querySelector('#jobs tr[data-job="web"]')`)
-		waitJS(browser, t, "the event stream connected", `!!document.querySelector('#live.live')`)
+		waitJS(browser, t, "the event stream connected", `!!document.querySelector('#live.s-live')`)
 
 		api := mock.Job(1)
 		api.Id, api.Name = "api", "api"

@@ -57,7 +57,7 @@ func TestUIToken(t *testing.T) {
 	}
 	listed := `!!document.querySelector('#jobs tr[data-job="tok"]') && !document.querySelector('.error')`
 	waitJS(browser, t, "the job registered listed live, the stream reading with the token",
-		listed+` && !!document.querySelector('#live.live')`)
+		listed+` && !!document.querySelector('#live.s-live')`)
 	stored, err := chromedp.Run(browser, chromedp.Evaluate[string](`sessionStorage.getItem('drover.token')`))
 	if err != nil || stored != secret {
 		t.Fatalf("session storage holds %q (%v), want the token", stored, err)

@@ -8,12 +8,14 @@ import { TokenBox } from './token.mjs';
 import { ClusterView } from './views/cluster.mjs';
 import { JobsView } from './views/jobs.mjs';
 import { JobView } from './views/job.mjs';
+import { NodesView } from './views/nodes.mjs';
 
 /** The view for a path under /ui/. */
 function route(pathname) {
   const parts = pathname.replace(/^\/ui\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'jobs' && parts[1]) return { nav: 'jobs', view: html`<${JobView} id=${parts[1]} />` };
   if (parts[0] === 'jobs') return { nav: 'jobs', view: html`<${JobsView} />` };
+  if (parts[0] === 'nodes') return { nav: 'nodes', view: html`<${NodesView} />` };
   if (parts.length === 0 || parts[0] === 'cluster') return { nav: 'cluster', view: html`<${ClusterView} />` };
   return { nav: '', view: html`<h1>Not found</h1><p>The UI has no view at ${pathname}.</p>` };
 }
@@ -24,7 +26,7 @@ const liveLabels = { connecting: 'connecting', live: 'live', down: 'reconnecting
 function Live() {
   const [state, setState] = useState('connecting');
   useEffect(() => onStreamState(setState), []);
-  return html`<span class=${`live ${state}`} id="live">${liveLabels[state]}</span>`;
+  return html`<span class=${`live s-${state}`} id="live">${liveLabels[state]}</span>`;
 }
 
 function App() {
@@ -53,7 +55,7 @@ function App() {
   return html`
     <header>
       <span class="brand">drover</span>
-      <nav>${link('/ui/cluster', 'cluster', 'Cluster')}${link('/ui/jobs', 'jobs', 'Jobs')}</nav>
+      <nav>${link('/ui/cluster', 'cluster', 'Cluster')}${link('/ui/nodes', 'nodes', 'Nodes')}${link('/ui/jobs', 'jobs', 'Jobs')}</nav>
       <${Live} />
       <${TokenBox} />
     </header>

@@ -1,0 +1,44 @@
+// Nodes view: every node with its datacenter, class, status, eligibility
+// and drain; a search box filters by id, name, datacenter or class. Loads
+// again when a node changes. (Allocations per node, events and drain
+// progress are still to come: docs/ui.md STATUS.)
+import { html } from '../html.mjs';
+import { useState } from '../../vendor/preact-hooks.mjs';
+import { getAll } from '../api.mjs';
+import { useLive } from '../live.mjs';
+import { ErrorBox, Status, enumName } from '../util.mjs';
+
+const load = (signal) => getAll('/v1/nodes', 'nodes', { signal });
+
+function matches(n, q) {
+  return !q || [n.id, n.name, n.datacenter, n.node_class].some((v) => (v || '').includes(q));
+}
+
+export function NodesView() {
+  const { data, error } = useLive(load, [], { topics: ['TOPIC_NODE'] });
+  const [filter, setFilter] = useState('');
+  const nodes = (data || []).filter((n) => matches(n, filter));
+  return html`
+    <h1>Nodes</h1>
+    <${ErrorBox} error=${error} />
+    <p><input type="search" placeholder="Search id, name, datacenter, class" aria-label="Search nodes" value=${filter}
+      onInput=${(e) => setFilter(e.currentTarget.value)} /></p>
+    ${data === null ? (error ? null : html`<p class="muted">Loading…</p>`) : html`
+    <table id="nodes">
+      <thead><tr><th>ID</th><th>Name</th><th>Datacenter</th><th>Class</th><th>Status</th><th>Eligibility</th><th>Drain</th><th>Version</th></tr></thead>
+      <tbody>
+        ${nodes.map((n) => html`
+          <tr key=${n.id} data-node=${n.id}>
+            <td title=${n.id}>${n.id.slice(0, 8)}</td>
+            <td>${n.name}</td>
+            <td>${n.datacenter}</td>
+            <td>${n.node_class || ''}</td>
+            <td data-field="status"><${Status} value=${enumName(n.status, 'NODE_STATUS_')} /></td>
+            <td>${enumName(n.scheduling_eligibility, 'SCHEDULING_ELIGIBILITY_')}</td>
+            <td>${n.drain_strategy ? 'draining' : ''}</td>
+            <td>${n.agent_version || ''}</td>
+          </tr>`)}
+      </tbody>
+    </table>
+    <p class="muted">${nodes.length} of ${data.length} nodes</p>`}`;
+}
