@@ -176,6 +176,23 @@ func TestUI(t *testing.T) {
 			`document.querySelectorAll('#nodes tbody tr').length === 4 &&
 			 [...document.querySelectorAll('#nodes td[data-field="status"]')].every((td) => td.textContent === 'ready')`)
 		screenshot(browser, t, "nodes")
+
+		// An action asks first, then acts; the row follows the node's
+		// event.
+		id, err := chromedp.Run(browser, chromedp.Evaluate[string](`document.querySelector('#nodes tbody tr').dataset.node`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := fmt.Sprintf(`#nodes tr[data-node=%q]`, id)
+		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(row+` [data-action="eligibility"] button`))); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(browser, t, "the question", fmt.Sprintf(`!!document.querySelector('%s [data-confirm]')`, row))
+		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(row+` [data-confirm]`))); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(browser, t, "the node ineligible",
+			fmt.Sprintf(`document.querySelector('%s td[data-field="eligibility"]')?.textContent === 'ineligible' && !document.querySelector('.error')`, row))
 	})
 
 	t.Run("jobs", func(t *testing.T) {

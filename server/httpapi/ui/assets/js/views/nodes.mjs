@@ -4,11 +4,24 @@
 // progress are still to come: docs/ui.md STATUS.)
 import { html } from '../html.mjs';
 import { useState } from '../../vendor/preact-hooks.mjs';
-import { getAll } from '../api.mjs';
+import { getAll, write } from '../api.mjs';
+import { Action } from '../action.mjs';
 import { useLive } from '../live.mjs';
 import { ErrorBox, Status, enumName } from '../util.mjs';
 
 const load = (signal) => getAll('/v1/nodes', 'nodes', { signal });
+
+const eligible = 'SCHEDULING_ELIGIBILITY_ELIGIBLE';
+const ineligible = 'SCHEDULING_ELIGIBILITY_INELIGIBLE';
+
+/** The eligibility toggle: the view updates from the node's event. */
+function EligibilityAction({ node }) {
+  const to = node.scheduling_eligibility === ineligible ? eligible : ineligible;
+  const verb = to === eligible ? 'Mark eligible' : 'Mark ineligible';
+  return html`<${Action} name="eligibility" label=${verb}
+    question=${`${verb}: ${node.name}?`}
+    run=${() => write('POST', `/v1/node/${encodeURIComponent(node.id)}/eligibility`, { eligibility: to })} />`;
+}
 
 function matches(n, q) {
   return !q || [n.id, n.name, n.datacenter, n.node_class].some((v) => (v || '').includes(q));
@@ -25,7 +38,7 @@ export function NodesView() {
       onInput=${(e) => setFilter(e.currentTarget.value)} /></p>
     ${data === null ? (error ? null : html`<p class="muted">Loading…</p>`) : html`
     <table id="nodes">
-      <thead><tr><th>ID</th><th>Name</th><th>Datacenter</th><th>Class</th><th>Status</th><th>Eligibility</th><th>Drain</th><th>Version</th></tr></thead>
+      <thead><tr><th>ID</th><th>Name</th><th>Datacenter</th><th>Class</th><th>Status</th><th>Eligibility</th><th>Drain</th><th>Version</th><th></th></tr></thead>
       <tbody>
         ${nodes.map((n) => html`
           <tr key=${n.id} data-node=${n.id}>
@@ -34,9 +47,10 @@ export function NodesView() {
             <td>${n.datacenter}</td>
             <td>${n.node_class || ''}</td>
             <td data-field="status"><${Status} value=${enumName(n.status, 'NODE_STATUS_')} /></td>
-            <td>${enumName(n.scheduling_eligibility, 'SCHEDULING_ELIGIBILITY_')}</td>
+            <td data-field="eligibility">${enumName(n.scheduling_eligibility, 'SCHEDULING_ELIGIBILITY_')}</td>
             <td>${n.drain_strategy ? 'draining' : ''}</td>
             <td>${n.agent_version || ''}</td>
+            <td><${EligibilityAction} node=${n} /></td>
           </tr>`)}
       </tbody>
     </table>
