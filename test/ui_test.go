@@ -129,9 +129,11 @@ func screenshot(ctx context.Context, t *testing.T, name string) {
 
 // TestUI drives the web UI in headless Chromium against 3 servers and 4
 // simulated nodes running allocations: the cluster view shows the servers
-// and the leader, the nodes view the ready nodes, the jobs view lists a job, a job registered through the
-// API appears without a reload, the job view counts its running
-// allocations, an API error is shown, and no page has a JavaScript error.
+// and the leader; the nodes view the ready nodes, and one is marked
+// ineligible through its confirmed action; the jobs view lists a job, and
+// one registered through the API appears without a reload; the job view
+// counts the running allocations and stops the job; an API error is shown;
+// and no page has a JavaScript error.
 func TestUI(t *testing.T) {
 	ctx := within(t, testContext(t), 3*time.Minute)
 	errs := &consoleErrors{}
@@ -230,6 +232,17 @@ func TestUI(t *testing.T) {
 			fmt.Sprintf(`document.querySelector('#groups tr[data-group=%q] td[data-status="running"]')?.textContent === '2' &&
 			 document.querySelectorAll('#allocations tbody tr').length === 2`, group))
 		screenshot(browser, t, "job")
+
+		if err := chromedp.Do(browser,
+			chromedp.Click(chromedp.CSS(`[data-action="stop"] button`)),
+			chromedp.Click(chromedp.CSS(`[data-action="stop"] [data-confirm]`)),
+		); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(browser, t, "web stopped and its allocations not running",
+			`document.getElementById('job-status')?.textContent === 'stopped' &&
+			 !document.querySelector('.error') &&
+			 [...document.querySelectorAll('#allocations tbody tr')].every((tr) => tr.lastElementChild.textContent !== 'running')`)
 	})
 
 	t.Run("error", func(t *testing.T) {

@@ -1,7 +1,8 @@
 // Job view: the job, its groups with allocation counts by client status,
 // and its allocations. Loads again when the job or its allocations change.
 import { html } from '../html.mjs';
-import { get, getAll } from '../api.mjs';
+import { get, getAll, write } from '../api.mjs';
+import { Action } from '../action.mjs';
 import { useLive } from '../live.mjs';
 import { ErrorBox, Status, enumName } from '../util.mjs';
 
@@ -28,6 +29,8 @@ export function JobView({ id }) {
   return html`
     <h1>Job ${job.id}</h1>
     <${ErrorBox} error=${error} />
+    ${job.stop ? null : html`<p><${Action} name="stop" label="Stop job"
+      question=${`Stop ${job.id} and all its allocations?`} run=${() => write('DELETE', path)} /></p>`}
     <dl class="facts">
       <dt>Status</dt><dd id="job-status"><${Status} value=${job.stop ? 'stopped' : enumName(job.status, 'JOB_STATUS_')} /></dd>
       <dt>Type</dt><dd>${enumName(job.type, 'JOB_TYPE_')}</dd>
