@@ -1,6 +1,7 @@
 package test_test
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -216,13 +217,34 @@ func TestBlockedEvalUnblockedByNewNode(t *testing.T) {
 
 	nodes = append(nodes, readyNodes(ctx, t, leader.Conn(), 1)...)
 	waitPlaced(ctx, t, leader, job.GetId(), 2)
-	poll(ctx, t, "the blocked evaluation completed", func() (bool, string) {
-		resp, err := droverv1.NewEvalServiceClient(leader.Conn()).Get(ctx, &droverv1.GetEvaluationRequest{EvalId: blocked.GetId()})
+	// Two evaluations of the job may each have left a blocked one; the
+	// blocked set keeps one per job and cancels the other. The one it kept
+	// completes once the new node releases it, and none stays blocked.
+	poll(ctx, t, "a blocked evaluation completed and none left blocked", func() (bool, string) {
+		resp, err := droverv1.NewJobServiceClient(leader.Conn()).Evaluations(ctx, &droverv1.ListJobEvaluationsRequest{JobId: job.GetId()})
 		if err != nil {
 			return false, err.Error()
 		}
-		st := resp.GetEvaluation().GetStatus()
-		return st == droverv1.EvalStatus_EVAL_STATUS_COMPLETE, st.String()
+		wasBlocked := map[string]bool{blocked.GetId(): true}
+		for _, ev := range resp.GetEvaluations() {
+			if id := ev.GetBlockedEval(); id != "" {
+				wasBlocked[id] = true
+			}
+		}
+		completed, states := false, []string{}
+		for _, ev := range resp.GetEvaluations() {
+			if !wasBlocked[ev.GetId()] {
+				continue
+			}
+			states = append(states, ev.GetId()+" "+ev.GetStatus().String())
+			switch ev.GetStatus() {
+			case droverv1.EvalStatus_EVAL_STATUS_BLOCKED:
+				return false, fmt.Sprint(states)
+			case droverv1.EvalStatus_EVAL_STATUS_COMPLETE:
+				completed = true
+			}
+		}
+		return completed, fmt.Sprint(states)
 	})
 	checkInvariants(ctx, t, leader, nodes, job.GetId())
 }
