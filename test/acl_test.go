@@ -221,15 +221,23 @@ func deleteToken(ctx context.Context, t *testing.T, c *cluster.Cluster, admin dr
 	if err != nil {
 		t.Fatalf("delete token %s: %v", accessor, err)
 	}
+	waitApplied(ctx, t, del.GetIndex(), c.Servers()...)
 	for _, s := range c.Servers() {
-		poll(ctx, t, fmt.Sprintf("%s to apply index %d", s, del.GetIndex()), func() (bool, string) {
-			d, err := droverv1.NewOperatorServiceClient(s.Conn()).StateDigest(ctx, &droverv1.StateDigestRequest{})
-			return err == nil && d.GetIndex() >= del.GetIndex(), fmt.Sprint(d.GetIndex(), err)
-		})
 		_, err := droverv1.NewACLServiceClient(s.Conn()).Self(as(ctx, secret), &droverv1.ACLTokenSelfRequest{})
 		if status.Code(err) != codes.Unauthenticated {
 			t.Errorf("the deleted token on %s, which applied its deletion: %v, want Unauthenticated", s, err)
 		}
+	}
+}
+
+// waitApplied waits until every server has applied the raft index.
+func waitApplied(ctx context.Context, t *testing.T, index uint64, servers ...*cluster.Server) {
+	t.Helper()
+	for _, s := range servers {
+		poll(ctx, t, fmt.Sprintf("%s to apply index %d", s, index), func() (bool, string) {
+			d, err := droverv1.NewOperatorServiceClient(s.Conn()).StateDigest(ctx, &droverv1.StateDigestRequest{})
+			return err == nil && d.GetIndex() >= index, fmt.Sprint(d.GetIndex(), err)
+		})
 	}
 }
 
@@ -264,6 +272,12 @@ func checkFiltered(ctx context.Context, t *testing.T, admin droverv1.ACLServiceC
 	}
 	secret := createToken(ctx, t, admin, clientToken(applyPolicy(ctx, t, admin, "web-reader",
 		"job \"web-*\" { policy = \"read\" }\nevent { policy = \"read\" }\n")))
+	// A server honours a new token once it has applied its creation.
+	created, err := droverv1.NewOperatorServiceClient(servers[0].Conn()).StateDigest(ctx, &droverv1.StateDigestRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(ctx, t, created.GetIndex(), servers...)
 	for _, s := range servers {
 		list, err := droverv1.NewJobServiceClient(s.Conn()).List(as(ctx, secret), &droverv1.ListJobsRequest{})
 		if err != nil {

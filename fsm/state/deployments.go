@@ -152,10 +152,6 @@ func (tx *txn) reportHealth(a *droverv1.Allocation, u *droverv1.AllocClientUpdat
 	if prev != nil && *prev == u.GetHealthy() {
 		return nil
 	}
-	d := tx.deployment(a.GetDeploymentId())
-	if d == nil || d.GetStatus().Terminal() {
-		return nil
-	}
 	st := a.GetDeploymentStatus().CloneVT()
 	if st == nil {
 		st = &droverv1.AllocDeploymentStatus{}
@@ -163,6 +159,13 @@ func (tx *txn) reportHealth(a *droverv1.Allocation, u *droverv1.AllocClientUpdat
 	healthy := u.GetHealthy()
 	st.Healthy, st.Timestamp, st.ModifyIndex = &healthy, u.GetHealthTimestamp(), tx.index
 	a.DeploymentStatus = st
+	// The allocation keeps its health even when its deployment has ended
+	// (a replacement placed late in a rollout turns healthy after it
+	// succeeded); only a running deployment counts it.
+	d := tx.deployment(a.GetDeploymentId())
+	if d == nil || d.GetStatus().Terminal() {
+		return nil
+	}
 
 	c := d.CloneVT()
 	if g := c.GetGroups()[a.GetTaskGroup()]; g != nil {

@@ -114,6 +114,12 @@ func TestDeploymentCountsPlacementsAndHealth(t *testing.T) {
 		t.Errorf("after the scheduler's next plan: %v", g)
 	}
 
+	// A replacement placed late in the rollout reports its health only
+	// after the deployment ended.
+	late := mock.Alloc(n, j, 4)
+	late.DeploymentId = d.GetId()
+	f.place(late)
+
 	// Success makes the job version stable; then nothing changes the
 	// deployment.
 	if _, err := f.s.UpdateDeploymentStatus(f.next(), &droverv1.DeploymentStatusUpdateEntry{UpdatedAt: 500,
@@ -133,8 +139,17 @@ func TestDeploymentCountsPlacementsAndHealth(t *testing.T) {
 	}
 	// Health reports after the end change nothing.
 	f.reportHealth(n.GetId(), false, 700, allocs[0].GetId())
+	f.reportHealth(n.GetId(), true, 800, late.GetId())
 	if g = f.group(d.GetId()); g.GetHealthyAllocs() != 3 {
 		t.Errorf("a report after the end was counted: %v", g)
+	}
+	// The allocations still record what their agent said.
+	snap = f.s.Snapshot()
+	if st := snap.AllocByID(late.GetId()).GetDeploymentStatus(); !st.GetHealthy() || st.GetTimestamp() != 800 {
+		t.Errorf("late allocation's health after the end: %v, want healthy at 800", st)
+	}
+	if st := snap.AllocByID(allocs[0].GetId()).GetDeploymentStatus(); st.GetHealthy() || st.GetTimestamp() != 700 {
+		t.Errorf("allocation's health after the end: %v, want unhealthy at 700", st)
 	}
 }
 
