@@ -81,13 +81,12 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 func (s *Server) waitCommitted(future raft.ApplyFuture) error {
 	answered := make(chan error, 1)
 	go func() { answered <- future.Error() }()
-	tick := time.NewTicker(storageCheckInterval / 4)
-	defer tick.Stop()
 	for {
 		select {
 		case err := <-answered:
 			return err
-		case <-tick.C:
+		case <-s.raft.StorageFull():
+			// Space may have been freed since; then wait on.
 			if full := s.raft.StorageError(); full != nil {
 				return fmt.Errorf("%w: %w: server %s: %w; it may still be applied once space is freed",
 					rpc.ErrUnavailable, errStoppedWaiting, s.id, full)

@@ -17,6 +17,8 @@ import (
 // the jobs view shows the API's refusal; with the management token typed
 // into the token box it lists the jobs, the event stream connects with the
 // token, and the token survives a reload in the tab's session storage.
+// With a token that may only read jobs, stopping one is refused and the
+// page shows why.
 func TestUIToken(t *testing.T) {
 	ctx := within(t, testContext(t), 2*time.Minute)
 	errs := &consoleErrors{}
@@ -70,6 +72,34 @@ func TestUIToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(browser, t, "the jobs listed after a reload, with the stored token", listed)
+
+	// A token that may read jobs but not write them sees the job; its
+	// stop is refused with the API's reason, and the job stays.
+	admin := droverv1.NewACLServiceClient(leader.Conn())
+	reader := createToken(as(ctx, secret), t, admin, clientToken(applyPolicy(as(ctx, secret), t, admin, "job-reader",
+		"job \"*\" { policy = \"read\" }\nevent { policy = \"read\" }\n")))
+	if err := chromedp.Do(browser,
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('token').value = ''`),
+		chromedp.SendKeys(chromedp.CSS("#token"), reader),
+		chromedp.Click(chromedp.CSS("form.token button")),
+		chromedp.Click(chromedp.CSS(`#jobs tr[data-job="tok"] a`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(browser, t, "the job shown to the reader", `document.getElementById('job-status')?.textContent === 'pending'`)
+	if err := chromedp.Do(browser,
+		chromedp.Click(chromedp.CSS(`[data-action="stop"] button`)),
+		chromedp.Click(chromedp.CSS(`[data-action="stop"] [data-confirm]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(browser, t, "the refusal and its reason shown",
+		`/PERMISSION_DENIED: .*job/.test(document.querySelector('[data-action="stop"] .error')?.textContent || '')`)
+	screenshot(browser, t, "refused")
+	got, err := droverv1.NewJobServiceClient(leader.Conn()).Get(as(ctx, secret), &droverv1.GetJobRequest{JobId: job.GetId()})
+	if err != nil || got.GetJob().GetStop() {
+		t.Fatalf("the job after a refused stop: %v, %v; want it not stopped", got.GetJob(), err)
+	}
 
 	if err := chromedp.Do(browser, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatal(err)

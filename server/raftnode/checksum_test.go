@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -293,6 +294,38 @@ func TestCheckedStoreRefusesAppendsWhenFull(t *testing.T) {
 	free = 8 << 20
 	if err := s.StoreLogs(entries(1, 3)); err != nil {
 		t.Fatalf("StoreLogs once space is freed: %v", err)
+	}
+}
+
+// TestStorageFullSignal: the channel a waiting write selects on is closed
+// once the data dir is found full, and a fresh open one follows once space
+// is freed.
+func TestStorageFullSignal(t *testing.T) {
+	free := uint64(8 << 20)
+	g := newSpaceGuard(t.TempDir(), 4<<20, discardLogger())
+	g.free = func(string) (uint64, bool, error) { return free, true, nil }
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	before := g.fullSignal()
+	if g.check() != nil || closed(before) {
+		t.Fatal("signal closed while the data dir has space")
+	}
+	free = 1 << 20
+	if g.check() == nil || !closed(before) || !closed(g.fullSignal()) {
+		t.Fatal("signal not closed once the data dir is found full")
+	}
+	free = 8 << 20
+	if g.check() != nil || closed(g.fullSignal()) {
+		t.Fatal("no open signal once space is freed")
+	}
+	if err := g.failed(syscall.ENOSPC); err == nil || !closed(g.fullSignal()) {
+		t.Fatalf("signal not closed after a write failed for lack of space (%v)", err)
 	}
 }
 

@@ -383,6 +383,12 @@ func (t *tcpStreamLayer) Addr() net.Addr { return t.advertise }
 // nil when it can write.
 func (n *Node) StorageError() error { return n.guard.check() }
 
+// StorageFull returns a channel closed once this server finds its data dir
+// full: when a write fails for lack of space, or a StorageError call (the
+// leader's storage watch makes one every second) finds it below the
+// reserve. Call it again after space is freed for a fresh channel.
+func (n *Node) StorageFull() <-chan struct{} { return n.guard.fullSignal() }
+
 // Raft returns the raft instance.
 func (n *Node) Raft() *raft.Raft { return n.raft }
 

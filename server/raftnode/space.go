@@ -77,13 +77,23 @@ type spaceGuard struct {
 	now  func() time.Time
 
 	mu        sync.Mutex
-	full      bool      // last check found the data dir full
-	failedAt  time.Time // last write that failed with ENOSPC
+	full      bool          // last check found the data dir full
+	fullCh    chan struct{} // closed while full (see fullSignal)
+	failedAt  time.Time     // last write that failed with ENOSPC
 	failedErr error
 }
 
 func newSpaceGuard(dir string, reserve uint64, logger *slog.Logger) *spaceGuard {
-	return &spaceGuard{dir: dir, reserve: reserve, logger: logger, free: freeSpace, now: time.Now}
+	return &spaceGuard{dir: dir, reserve: reserve, logger: logger, free: freeSpace, now: time.Now, fullCh: make(chan struct{})}
+}
+
+// fullSignal returns a channel that is closed once a check or a failed
+// write finds the data dir full. While it is not full, a later call may
+// return a new channel.
+func (g *spaceGuard) fullSignal() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fullCh
 }
 
 // check returns a *SpaceError when a write that grows the data dir should
@@ -127,8 +137,10 @@ func (g *spaceGuard) failed(err error) error {
 func (g *spaceGuard) setFull(err error) {
 	switch {
 	case err != nil && !g.full:
+		close(g.fullCh)
 		g.logger.Error("data dir is full: refusing raft log appends and snapshots until space is freed", "err", err)
 	case err == nil && g.full:
+		g.fullCh = make(chan struct{})
 		g.failedErr = nil
 		g.logger.Info("data dir has space again: raft log appends and snapshots resume", "dir", g.dir)
 	}

@@ -4,7 +4,10 @@
 import { useEffect, useState } from '../vendor/preact-hooks.mjs';
 import { onEvents } from './events.mjs';
 
-export function useLive(load, deps, { topics = [], every = 0 } = {}) {
+/** match(event) narrows the events that cause a load (a detail view's
+ * object and what belongs to it); an event without a key (the stream
+ * reconnected and may have missed some) always does. */
+export function useLive(load, deps, { topics = [], every = 0, match = null } = {}) {
   const [state, setState] = useState({ data: null, error: null });
   useEffect(() => {
     let alive = true;
@@ -31,7 +34,8 @@ export function useLive(load, deps, { topics = [], every = 0 } = {}) {
       running = false;
     };
     reload();
-    const stop = topics.length ? onEvents(topics, reload) : () => {};
+    const touched = (batch) => (batch.events || []).some((e) => topics.includes(e.topic) && (!e.key || match(e)));
+    const stop = topics.length ? onEvents(topics, match ? (batch) => touched(batch) && reload() : reload) : () => {};
     const timer = every ? setInterval(reload, every) : 0;
     window.addEventListener('drover-token', reload);
     return () => {

@@ -23,3 +23,26 @@ export function ErrorBox({ error }) {
   if (!error) return null;
   return html`<div class="error" role="alert">${error.code ? `${error.code}: ` : ''}${error.message}</div>`;
 }
+
+/** Unix nanoseconds (a JSON string, as int64s are) as a UTC time; '' for
+ * none. */
+export function formatTime(ns) {
+  if (!ns || ns === '0') return '';
+  return new Date(Number(BigInt(ns) / 1000000n)).toISOString().replace('T', ' ').slice(0, 19) + 'Z';
+}
+
+const durationUnits = { h: 3600, m: 60, s: 1, ms: 0.001 };
+
+/** A duration as people write it ("10m", "1h30m", "45s", "90") in the
+ * form the API reads ("600s"); throws on anything else. A bare number is
+ * seconds. */
+export function toDuration(text) {
+  const t = text.trim();
+  if (/^\d+(\.\d+)?$/.test(t)) return `${Number(t)}s`;
+  const parts = [...t.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/g)];
+  if (!t || parts.map((p) => p[0]).join('') !== t) {
+    throw new Error(`"${text}" is not a duration: write it as 90s, 10m or 1h30m`);
+  }
+  const seconds = parts.reduce((sum, [, n, unit]) => sum + Number(n) * durationUnits[unit], 0);
+  return `${Number(seconds.toFixed(3))}s`;
+}

@@ -1,24 +1,37 @@
 // Job view: the job, its groups with allocation counts by client status,
-// and its allocations. Loads again when the job or its allocations change.
+// its latest deployment (deployment.mjs), its allocations and its kept
+// versions with their diffs (versions.mjs). Loads again when the job, one
+// of its allocations or its deployment changes.
 import { html } from '../html.mjs';
 import { get, getAll, write } from '../api.mjs';
 import { Action } from '../action.mjs';
 import { useLive } from '../live.mjs';
 import { ErrorBox, Status, enumName } from '../util.mjs';
+import { JobDeployment } from './deployment.mjs';
+import { JobVersions } from './versions.mjs';
 
 const clientStatuses = ['pending', 'running', 'complete', 'failed', 'lost', 'unknown'];
 
 export function JobView({ id }) {
   const path = `/v1/job/${encodeURIComponent(id)}`;
   const { data, error } = useLive(async (signal) => {
-    const [job, allocs] = await Promise.all([
+    // Allocations and deployments are resources of their own under ACLs:
+    // a token may read the job but not them, so each part shows its own
+    // refusal.
+    const [job, allocs, deployments, versions] = await Promise.all([
       get(path, { signal }),
-      getAll(`${path}/allocations`, 'allocations', { signal }),
+      part(getAll(`${path}/allocations`, 'allocations', { signal })),
+      part(get(`${path}/deployments`, { signal }).then((r) => (r.body.deployments || [])[0] || null)),
+      part(get(`${path}/versions`, { signal }).then((r) => r.body.versions || [])),
     ]);
-    return { job: job.body.job, allocs };
-  }, [id], { topics: ['TOPIC_JOB', 'TOPIC_ALLOCATION'] });
+    return { job: job.body.job, allocs, deployments, versions };
+  }, [id], {
+    topics: ['TOPIC_JOB', 'TOPIC_ALLOCATION', 'TOPIC_DEPLOYMENT'],
+    match: (e) => e.key === id || e.allocation?.job_id === id || e.deployment?.job_id === id,
+  });
   if (!data) return html`<h1>Job ${id}</h1><${ErrorBox} error=${error} />${error ? null : html`<p class="muted">Loading…</p>`}`;
-  const { job, allocs } = data;
+  const { job, deployments, versions } = data;
+  const allocs = data.allocs.value || [];
   const counts = new Map();
   for (const a of allocs) {
     const g = counts.get(a.task_group) || {};
@@ -49,19 +62,39 @@ export function JobView({ id }) {
           </tr>`)}
       </tbody>
     </table>
+    ${deployments.error ? html`<h2>Deployment</h2><${ErrorBox} error=${deployments.error} />` : html`<${JobDeployment} deployment=${deployments.value} />`}
     <h2>Allocations</h2>
+    <${ErrorBox} error=${data.allocs.error} />
     <table id="allocations">
-      <thead><tr><th>ID</th><th>Group</th><th>Node</th><th>Version</th><th>Desired</th><th>Client</th></tr></thead>
+      <thead><tr><th>ID</th><th>Group</th><th>Node</th><th>Version</th><th>Health</th><th>Desired</th><th>Client</th></tr></thead>
       <tbody>
         ${allocs.map((a) => html`
           <tr key=${a.id} data-alloc=${a.id}>
-            <td title=${a.id}>${a.id.slice(0, 8)}</td>
+            <td title=${a.id}><a href=${`/ui/allocations/${encodeURIComponent(a.id)}`}>${a.id.slice(0, 8)}</a></td>
             <td>${a.task_group}</td>
-            <td title=${a.node_id}>${(a.node_id || '').slice(0, 8)}</td>
+            <td title=${a.node_id}><a href=${`/ui/nodes/${encodeURIComponent(a.node_id)}`}>${(a.node_id || '').slice(0, 8)}</a></td>
             <td>${a.job_version || 0}</td>
+            <td>${health(a)}</td>
             <td>${enumName(a.desired_status, 'ALLOC_DESIRED_STATUS_')}</td>
             <td><${Status} value=${enumName(a.client_status, 'ALLOC_CLIENT_STATUS_')} /></td>
           </tr>`)}
       </tbody>
-    </table>`;
+    </table>
+    ${versions.error ? html`<h2>Versions</h2><${ErrorBox} error=${versions.error} />` : html`<${JobVersions} job=${job} versions=${versions.value} />`}`;
+}
+
+/** A part of the view's data: { value } or, when refused, { error }. */
+function part(promise) {
+  return promise.then((value) => ({ value }), (error) => {
+    if (error.name === 'AbortError') throw error;
+    return { error };
+  });
+}
+
+/** An allocation's deployment health as its agent reported it. */
+function health(a) {
+  const st = a.deployment_status;
+  if (!st) return '';
+  const h = st.healthy === undefined ? 'pending' : st.healthy ? 'healthy' : 'unhealthy';
+  return st.canary ? `${h} (canary)` : h;
 }
