@@ -39,6 +39,10 @@ func TestUIToken(t *testing.T) {
 	}
 	waitJS(browser, t, "the API's refusal shown without a token",
 		`/UNAUTHENTICATED|PERMISSION_DENIED/.test(document.querySelector('.error')?.textContent || '')`)
+	// The event stream is refused too: the header says the views poll,
+	// and why.
+	waitJS(browser, t, "the stream's refusal in the header",
+		`!!document.querySelector('#live.s-refused') && /PERMISSION_DENIED: /.test(document.getElementById('live').title)`)
 
 	if err := chromedp.Do(browser,
 		chromedp.SendKeys(chromedp.CSS("#token"), secret),

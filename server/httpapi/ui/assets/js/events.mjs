@@ -7,8 +7,10 @@ import { getToken } from './api.mjs';
 const listeners = new Set();
 const stateListeners = new Set();
 // 'connecting' until the answer's headers come (the server sends them with
-// the first batch, docs/api.md), 'live' after, 'down' after an error.
+// the first batch, docs/api.md), 'live' after, 'down' after an error,
+// 'refused' when the token may not read the stream (refusal says why).
 let state = 'connecting';
+let refusal = '';
 let started = false;
 
 /** Calls fn(batch) for every batch with an event of one of topics
@@ -20,18 +22,33 @@ export function onEvents(topics, fn) {
   return () => listeners.delete(l);
 }
 
-/** Calls fn(state) with the stream's state now and when it changes:
- * 'connecting', 'live' or 'down'. */
+/** Calls fn(state, refusal) with the stream's state now and when it
+ * changes: 'connecting', 'live', 'down' or 'refused' (with the API's
+ * reason). */
 export function onStreamState(fn) {
   stateListeners.add(fn);
-  fn(state);
+  fn(state, refusal);
   return () => stateListeners.delete(fn);
 }
 
-function setState(v) {
-  if (v === state) return;
+function setState(v, why = '') {
+  if (v === state && why === refusal) return;
   state = v;
-  for (const fn of stateListeners) fn(v);
+  refusal = why;
+  for (const fn of stateListeners) fn(v, why);
+}
+
+// The gRPC codes of a refused token, by number, as a stream's error
+// carries them.
+const refusalCodes = { 7: 'PERMISSION_DENIED', 16: 'UNAUTHENTICATED' };
+
+/** The stream's answer was an HTTP error: the API's reason, and whether
+ * the token was refused (which a retry with the same token won't fix). */
+class StreamError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.refused = status === 401 || status === 403;
+  }
 }
 
 function deliver(batch) {
@@ -47,7 +64,14 @@ async function readStream(from, signal) {
   if (t) headers['X-Drover-Token'] = t;
   setState('connecting');
   const resp = await fetch(`/v1/event/stream${from ? `?index=${from}` : ''}`, { headers, signal });
-  if (!resp.ok) throw new Error(`event stream: ${resp.status}`);
+  if (!resp.ok) {
+    // The API's error JSON ({error, message}), possibly wrapped as a
+    // stream's error ({error: {...}}).
+    const body = await resp.json().catch(() => null);
+    const e = body && typeof body.error === 'object' ? body.error : body;
+    const code = typeof e?.error === 'string' ? e.error : refusalCodes[e?.code] || resp.status;
+    throw new StreamError(resp.status, e?.message ? `${code}: ${e.message}` : `${resp.status} ${resp.statusText}`);
+  }
   setState('live');
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
@@ -92,10 +116,11 @@ async function run() {
     try {
       from = await readStream(from, ctl.signal);
       delay = 500;
-    } catch {
+    } catch (e) {
       // Dropped, refused or aborted: show it and try again, backing off.
-      // The views keep what they have and load again on the next batch.
-      if (!ctl.signal.aborted) setState('down');
+      // The views keep what they have and load again on the next batch;
+      // while refused they poll instead (live.mjs).
+      if (!ctl.signal.aborted) setState(e.refused ? 'refused' : 'down', e.refused ? e.message : '');
     }
     if (!ctl.signal.aborted) {
       await sleep(delay, ctl.signal);

@@ -2,7 +2,11 @@
 // reports a change on one of its topics, when the token changes, and, for
 // data the stream does not carry (raft, autopilot), every `every` ms.
 import { useEffect, useState } from '../vendor/preact-hooks.mjs';
-import { onEvents } from './events.mjs';
+import { onEvents, onStreamState } from './events.mjs';
+
+// How often a view with topics loads again while the token may not read
+// the event stream.
+const refusedPoll = 5000;
 
 /** match(event) narrows the events that cause a load (a detail view's
  * object and what belongs to it); an event without a key (the stream
@@ -37,12 +41,19 @@ export function useLive(load, deps, { topics = [], every = 0, match = null } = {
     const touched = (batch) => (batch.events || []).some((e) => topics.includes(e.topic) && (!e.key || match(e)));
     const stop = topics.length ? onEvents(topics, match ? (batch) => touched(batch) && reload() : reload) : () => {};
     const timer = every ? setInterval(reload, every) : 0;
+    let poll = 0;
+    const stopState = topics.length ? onStreamState((state) => {
+      clearInterval(poll);
+      poll = state === 'refused' ? setInterval(reload, refusedPoll) : 0;
+    }) : () => {};
     window.addEventListener('drover-token', reload);
     return () => {
       alive = false;
       ctl.abort();
       stop();
       clearInterval(timer);
+      clearInterval(poll);
+      stopState();
       window.removeEventListener('drover-token', reload);
     };
   }, deps);

@@ -22,13 +22,14 @@ function route(pathname) {
   return { nav: '', view: html`<h1>Not found</h1><p>The UI has no view at ${pathname}.</p>` };
 }
 
-const liveLabels = { connecting: 'connecting', live: 'live', down: 'reconnecting' };
+const liveLabels = { connecting: 'connecting', live: 'live', down: 'reconnecting', refused: 'polling' };
 
-/** The event stream's state, so an operator knows whether views update. */
+/** The event stream's state, so an operator knows whether views update;
+ * when the token may not read it, why (views poll meanwhile). */
 function Live() {
-  const [state, setState] = useState('connecting');
-  useEffect(() => onStreamState(setState), []);
-  return html`<span class=${`live s-${state}`} id="live">${liveLabels[state]}</span>`;
+  const [{ state, why }, setState] = useState({ state: 'connecting', why: '' });
+  useEffect(() => onStreamState((s, w) => setState({ state: s, why: w })), []);
+  return html`<span class=${`live s-${state}`} id="live" title=${why ? `live updates refused: ${why}` : ''}>${liveLabels[state]}</span>`;
 }
 
 function App() {
