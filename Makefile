@@ -11,9 +11,20 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
 BIN      := bin/drover
-# VERSION overrides the release number compiled in (internal/version).
+# VERSION overrides the release number compiled in (internal/version); a
+# release takes it from an exact vX.Y.Z tag on HEAD when unset.
 VERSION  ?=
-LDFLAGS  := $(if $(VERSION),-X github.com/droverhq/drover/internal/version.Version=$(VERSION))
+VERSION_PKG := github.com/droverhq/drover/internal/version
+# The commit (marked -dirty with uncommitted changes) and its date, not the
+# time of the build: two builds of one commit are the same bytes.
+GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_DIRTY  := $(if $(GIT_COMMIT),$(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo -dirty))
+BUILD_DATE := $(shell git log -1 --format=%cI 2>/dev/null)
+LDFLAGS  := -s -w -buildid= -X $(VERSION_PKG).Commit=$(GIT_COMMIT)$(GIT_DIRTY) -X $(VERSION_PKG).BuildDate=$(BUILD_DATE) \
+	$(if $(VERSION),-X $(VERSION_PKG).Version=$(VERSION))
+# `make install` puts drover in $(DESTDIR)$(PREFIX)/bin.
+PREFIX   ?= /usr/local
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
 
 # Per fuzz target, in `make fuzz` (and so in `make test`).
 FUZZTIME ?= 10s
@@ -24,7 +35,7 @@ BREAKING_BRANCH ?= main
 # The long fault sweep of `make chaos`: flags of test/chaos (see docs/reliability.md).
 CHAOS_ARGS ?= -chaos.rounds=5 -chaos.hold=15s -chaos.calm=5s -chaos.seeds=2
 
-.PHONY: help build run test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench tidy clean ui-vendor ui-screenshots chromium
+.PHONY: help build run install release test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench tidy clean ui-vendor ui-screenshots chromium
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value]'
@@ -33,11 +44,30 @@ help: ## Show this help
 	@echo
 	@echo 'Variables: GO=$(GO) FUZZTIME=$(FUZZTIME) VERSION=$(VERSION) BREAKING_BRANCH=$(BREAKING_BRANCH)'
 
-build: ## Build the static binary bin/drover (version stamped from git describe)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/drover
+build: ## Build the static binary bin/drover (commit and its date stamped; VERSION=x.y.z sets the release)
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/drover
 
-run: ## Run a dev server, 5 simulated nodes and a sample job in the foreground (Ctrl-C stops all, removes the data)
-	$(GO) run ./cmd/drover dev
+run: build ## Run a dev server, 5 simulated nodes and a sample job in the foreground (Ctrl-C stops all, removes the data)
+	./$(BIN) dev
+
+install: build ## Put drover on PATH: $(DESTDIR)$(PREFIX)/bin/drover (PREFIX=/usr/local; PREFIX=$$HOME/.local without root)
+	install -d '$(DESTDIR)$(PREFIX)/bin'
+	install -m 0755 $(BIN) '$(DESTDIR)$(PREFIX)/bin/drover'
+	@echo "install: $(DESTDIR)$(PREFIX)/bin/drover: $$('$(DESTDIR)$(PREFIX)/bin/drover' version)"
+
+release: ## Reproducible static binaries for $(RELEASE_PLATFORMS) in dist/ with SHA256SUMS (VERSION=x.y.z, or an exact vX.Y.Z tag)
+	@version='$(VERSION)'; \
+	if [ -z "$$version" ]; then version=$$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null | sed 's/^v//'); fi; \
+	if [ -z "$$version" ]; then echo 'release: set VERSION=x.y.z or tag HEAD vX.Y.Z'; exit 2; fi; \
+	if [ -n '$(GIT_DIRTY)' ]; then echo 'release: the checkout has uncommitted changes; commit them first'; exit 2; fi; \
+	rm -rf dist && mkdir -p dist && \
+	for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; out="dist/drover_$${version}_$${os}_$${arch}"; \
+		echo "release: $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false \
+			-ldflags '$(LDFLAGS) -X $(VERSION_PKG).Version='"$$version" -o "$$out" ./cmd/drover || exit 1; \
+	done && \
+	cd dist && sha256sum drover_* > SHA256SUMS && cat SHA256SUMS
 
 test: ## Everything CI runs: fmt-check, vet, proto-check, go test -race, the short fault sweep, fuzz
 	@$(MAKE) --no-print-directory fmt-check

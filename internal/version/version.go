@@ -17,19 +17,62 @@ import (
 // -ldflags "-X github.com/droverhq/drover/internal/version.Version=...".
 var Version = "0.3.0-dev"
 
-// String describes the build: version, commit and Go version.
-func String() string {
-	commit := "unknown"
-	goVersion := "unknown"
+// Commit and BuildDate are stamped by `make build` and `make release`
+// (-X ...version.Commit=..., -X ...version.BuildDate=...): the git commit
+// and that commit's date (not the time of the build, so that two builds of
+// one commit are the same bytes). Unstamped, Commit falls back to what the
+// Go toolchain recorded of the checkout, if anything.
+var (
+	Commit    = ""
+	BuildDate = ""
+)
+
+// Build describes the running binary.
+type Build struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	BuildDate string `json:"build_date,omitempty"`
+	GoVersion string `json:"go_version"`
+	// Modified is true when the binary was built from a checkout with
+	// uncommitted changes (as far as the toolchain or the stamp knows).
+	Modified bool `json:"modified,omitempty"`
+}
+
+// Current returns what this binary knows of its build.
+func Current() Build {
+	b := Build{Version: Version, Commit: Commit, BuildDate: BuildDate, GoVersion: "unknown"}
 	if info, ok := debug.ReadBuildInfo(); ok {
-		goVersion = info.GoVersion
+		b.GoVersion = info.GoVersion
 		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				commit = s.Value
+			switch {
+			case s.Key == "vcs.revision" && b.Commit == "":
+				b.Commit = s.Value
+			case s.Key == "vcs.modified" && Commit == "":
+				b.Modified = s.Value == "true"
 			}
 		}
 	}
-	return fmt.Sprintf("drover %s (commit %s, %s)", Version, commit, goVersion)
+	if strings.HasSuffix(b.Commit, "-dirty") {
+		b.Commit, b.Modified = strings.TrimSuffix(b.Commit, "-dirty"), true
+	}
+	if b.Commit == "" {
+		b.Commit = "unknown"
+	}
+	return b
+}
+
+// String describes the build in one line: version, commit (marked when
+// built with uncommitted changes), build date and Go version.
+func String() string {
+	b := Current()
+	commit := b.Commit
+	if b.Modified {
+		commit += ", modified"
+	}
+	if b.BuildDate != "" {
+		commit += ", " + b.BuildDate
+	}
+	return fmt.Sprintf("drover %s (commit %s, %s)", b.Version, commit, b.GoVersion)
 }
 
 // Valid reports whether v is a semantic version drover can compare.

@@ -1,6 +1,9 @@
 package version
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestAtLeast(t *testing.T) {
 	for _, tc := range []struct {
@@ -30,5 +33,25 @@ func TestAtLeast(t *testing.T) {
 func TestDefaultVersionIsValid(t *testing.T) {
 	if !Valid(Version) {
 		t.Fatalf("Version %q is not a semantic version", Version)
+	}
+}
+
+func TestCurrentReadsTheStamp(t *testing.T) {
+	defer func(c, d string) { Commit, BuildDate = c, d }(Commit, BuildDate)
+	for _, tc := range []struct {
+		commit, date string
+		want         Build
+	}{
+		{"0123abc", "2026-11-27T09:00:00Z", Build{Commit: "0123abc", BuildDate: "2026-11-27T09:00:00Z"}},
+		{"0123abc-dirty", "", Build{Commit: "0123abc", Modified: true}},
+	} {
+		Commit, BuildDate = tc.commit, tc.date
+		got := Current()
+		if got.Commit != tc.want.Commit || got.BuildDate != tc.want.BuildDate || got.Modified != tc.want.Modified || got.Version != Version {
+			t.Errorf("stamped %q %q: %+v, want %+v", tc.commit, tc.date, got, tc.want)
+		}
+		if s := String(); !strings.Contains(s, tc.want.Commit) || tc.want.Modified != strings.Contains(s, "modified") {
+			t.Errorf("String() = %q for %+v", s, tc.want)
+		}
 	}
 }

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -144,7 +146,7 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 	if err := os.WriteFile(next, nextSampleVersion(sampleJob), 0o600); err != nil {
 		return fmt.Errorf("write the sample job's next version: %w", err)
 	}
-	printDevHelp(stdout, srv.RPCAddr(), srv.HTTPAddr(), o.simNodes, job.GetId(), next)
+	printDevHelp(stdout, commandName(os.Args[0], exec.LookPath), srv.RPCAddr(), srv.HTTPAddr(), o.simNodes, job.GetId(), next)
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "drover dev: stopping the agents and the server")
 	return nil
@@ -194,14 +196,34 @@ func nextSampleVersion(sample []byte) []byte {
 	return bytes.Replace(sample, []byte(`"memory_mb": 256`), []byte(`"memory_mb": 384`), 1)
 }
 
+// commandName is how the dev banner names the binary so that its commands
+// work as printed: as it was run (./bin/drover after `make run`) unless
+// that is the drover on PATH; drover when run under another name (a test
+// binary).
+func commandName(arg0 string, lookPath func(string) (string, error)) string {
+	if filepath.Base(arg0) != "drover" {
+		return "drover"
+	}
+	if onPath, err := lookPath("drover"); err == nil && sameFile(onPath, arg0) {
+		return "drover"
+	}
+	return arg0
+}
+
+func sameFile(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
 // printDevHelp says where to look, and how to roll out the sample job's
-// next version, written to nextFile.
-func printDevHelp(w io.Writer, rpcAddr, httpAddr string, nodes int, jobID, nextFile string) {
+// next version, written to nextFile; prog is the binary's name.
+func printDevHelp(w io.Writer, prog, rpcAddr, httpAddr string, nodes int, jobID, nextFile string) {
 	addrFlag := ""
 	if rpcAddr != defaultAddr {
 		addrFlag = " -address " + rpcAddr
 	}
-	fmt.Fprintf(w, `drover dev: a server on %s with %d simulated nodes, running the sample job %q.
+	text := fmt.Sprintf(`drover dev: a server on %s with %d simulated nodes, running the sample job %q.
 Data is in a temporary directory, removed when you press Ctrl-C.
 
 The web UI: http://%s/ui/
@@ -223,6 +245,7 @@ healthy 2s after it starts, as its update block says:
 job run follows the rollout to its end; job status shows it too.
 `, rpcAddr, nodes, jobID, httpAddr, addrFlag, jobID, addrFlag, addrFlag, rpcAddr, httpAddr, jobID, httpAddr,
 		addrFlag, nextFile, addrFlag, nextFile, addrFlag)
+	fmt.Fprint(w, strings.ReplaceAll(text, "\n  drover ", "\n  "+prog+" "))
 }
 
 // nodesReadyTimeout bounds the wait for the simulated nodes.

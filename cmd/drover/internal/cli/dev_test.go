@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -153,5 +155,35 @@ func TestDevRefusesABusyPort(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(o.tempRoot); len(left) != 0 {
 		t.Errorf("a failed start left %d entries behind", len(left))
+	}
+}
+
+func TestCommandName(t *testing.T) {
+	dir := t.TempDir()
+	built := filepath.Join(dir, "bin", "drover")
+	installed := filepath.Join(dir, "usr", "bin", "drover")
+	for _, p := range []string{built, installed} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onPath := func(string) (string, error) { return installed, nil }
+	notOnPath := func(string) (string, error) { return "", exec.ErrNotFound }
+	for _, tc := range []struct {
+		arg0     string
+		lookPath func(string) (string, error)
+		want     string
+	}{
+		{built, notOnPath, built},                // make run: ./bin/drover dev
+		{built, onPath, built},                   // another drover is on PATH
+		{installed, onPath, "drover"},            // the one on PATH
+		{"/tmp/x/cli.test", notOnPath, "drover"}, // run by a test binary
+	} {
+		if got := commandName(tc.arg0, tc.lookPath); got != tc.want {
+			t.Errorf("commandName(%q) = %q, want %q", tc.arg0, got, tc.want)
+		}
 	}
 }
