@@ -5,6 +5,7 @@ import { html, render } from './html.mjs';
 import { useEffect, useState } from '../vendor/preact-hooks.mjs';
 import { onStreamState } from './events.mjs';
 import { TokenBox } from './token.mjs';
+import { AllocView } from './views/alloc.mjs';
 import { ClusterView } from './views/cluster.mjs';
 import { JobsView } from './views/jobs.mjs';
 import { JobView } from './views/job.mjs';
@@ -15,6 +16,7 @@ function route(pathname) {
   const parts = pathname.replace(/^\/ui\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'jobs' && parts[1]) return { nav: 'jobs', view: html`<${JobView} id=${parts[1]} />` };
   if (parts[0] === 'jobs') return { nav: 'jobs', view: html`<${JobsView} />` };
+  if (parts[0] === 'allocations' && parts[1]) return { nav: 'jobs', view: html`<${AllocView} id=${parts[1]} />` };
   if (parts[0] === 'nodes') return { nav: 'nodes', view: html`<${NodesView} />` };
   if (parts.length === 0 || parts[0] === 'cluster') return { nav: 'cluster', view: html`<${ClusterView} />` };
   return { nav: '', view: html`<h1>Not found</h1><p>The UI has no view at ${pathname}.</p>` };

@@ -5,6 +5,7 @@ import { get, getAll, write } from '../api.mjs';
 import { Action } from '../action.mjs';
 import { useLive } from '../live.mjs';
 import { ErrorBox, Status, enumName } from '../util.mjs';
+import { AllocLink } from '../links.mjs';
 
 const clientStatuses = ['pending', 'running', 'complete', 'failed', 'lost', 'unknown'];
 
@@ -55,7 +56,7 @@ export function JobView({ id }) {
       <tbody>
         ${allocs.map((a) => html`
           <tr key=${a.id} data-alloc=${a.id}>
-            <td title=${a.id}>${a.id.slice(0, 8)}</td>
+            <td><${AllocLink} id=${a.id} /></td>
             <td>${a.task_group}</td>
             <td title=${a.node_id}>${(a.node_id || '').slice(0, 8)}</td>
             <td>${a.job_version || 0}</td>
