@@ -6,6 +6,7 @@ import { Action } from '../action.mjs';
 import { useLive } from '../live.mjs';
 import { ErrorBox, Status, enumName } from '../util.mjs';
 import { AllocLink } from '../links.mjs';
+import { JobEvals } from './job_evals.mjs';
 
 const clientStatuses = ['pending', 'running', 'complete', 'failed', 'lost', 'unknown'];
 
@@ -64,5 +65,6 @@ export function JobView({ id }) {
             <td><${Status} value=${enumName(a.client_status, 'ALLOC_CLIENT_STATUS_')} /></td>
           </tr>`)}
       </tbody>
-    </table>`;
+    </table>
+    <${JobEvals} id=${job.id} />`;
 }
