@@ -10,12 +10,18 @@ import (
 	"github.com/chromedp/chromedp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/simagent"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/test/cluster"
 )
+
+// classIs constrains a job to the nodes of class.
+func classIs(class string) *droverv1.Constraint {
+	return &droverv1.Constraint{Attribute: "node.class", Operator: droverv1.ConstraintOperator_CONSTRAINT_OPERATOR_EQUAL, Value: class}
+}
 
 // placementCounts is one group's placement failure as the evaluation view
 // shows it, to compare with the API's.
@@ -52,14 +58,15 @@ func getHTTP(ctx context.Context, t *testing.T, addr, path string, msg proto.Mes
 }
 
 // TestUIViews drives the allocation and evaluation views in headless
-// Chromium against 1 server and 3 simulated nodes, two of class standard
-// and one of class gpu. Job web places: its allocation's view, reached
-// from the job view's link, shows it running on its ready node, and
-// follows the job's stop without a reload. Job big wants class gpu and
-// more memory than any node has, so its evaluation leaves a blocked one:
-// the evaluations list filters to it, and its view shows the counts of
-// nodes filtered and exhausted that the API records. No page has a
-// JavaScript error.
+// Chromium against 1 server and 4 simulated nodes: two of class standard,
+// one of class gpu, and one of class flaky where every allocation fails.
+// Job web places: its allocation's view, reached from the job view's link,
+// shows it running on its ready node, and follows the job's stop without
+// a reload. Job big wants class gpu and more memory than any node has, so
+// its evaluation leaves a blocked one: the evaluations list filters to it,
+// and its view shows the counts of nodes filtered and exhausted that the
+// API records. Job flaky fails and is rescheduled: the replacement and the
+// failed allocation link to each other. No page has a JavaScript error.
 func TestUIViews(t *testing.T) {
 	ctx := within(t, testContext(t), time.Minute)
 	errs := &consoleErrors{}
@@ -73,16 +80,30 @@ func TestUIViews(t *testing.T) {
 		cfg.Nodes = tmpl.Nodes(3)
 	})
 	waitFleetReady(ctx, t, fleet)
+	// One node more, of its own class, where every allocation fails.
+	flakyFleet := startSimFleet(ctx, t, c, 1, simAllocs, func(cfg *simagent.Config) {
+		tmpl := simagent.DefaultTemplate()
+		tmpl.NamePrefix, tmpl.Classes = "flaky", []string{"flaky"}
+		cfg.Nodes, cfg.FailureRate = tmpl.Nodes(1), 1
+	})
+	waitFleetReady(ctx, t, flakyFleet)
 
 	web := mock.Job(1)
 	web.Id, web.Name = "web", "web"
+	web.Constraints = []*droverv1.Constraint{classIs("standard")}
 	// A batch job: no deployment, so no evaluations but the one that
 	// blocks and the blocked one it leaves.
 	big := mock.JobOfType(droverv1.JobType_JOB_TYPE_BATCH, 1)
 	big.Id, big.Name = "big", "big"
-	big.Constraints = []*droverv1.Constraint{{Attribute: "node.class", Operator: droverv1.ConstraintOperator_CONSTRAINT_OPERATOR_EQUAL, Value: "gpu"}}
+	big.Constraints = []*droverv1.Constraint{classIs("gpu")}
 	big.GetTaskGroups()[0].GetResources().MemoryMb = 1 << 20
-	for _, j := range []*droverv1.Job{web, big} {
+	// Fails on the flaky node, and is rescheduled there once (the batch
+	// policy's one attempt) without the default 5 s delay.
+	flaky := mock.JobOfType(droverv1.JobType_JOB_TYPE_BATCH, 1)
+	flaky.Id, flaky.Name = "flaky", "flaky"
+	flaky.Constraints = []*droverv1.Constraint{classIs("flaky")}
+	flaky.GetTaskGroups()[0].GetReschedulePolicy().Delay = durationpb.New(100 * time.Millisecond)
+	for _, j := range []*droverv1.Job{web, big, flaky} {
 		if _, err := registerJob(ctx, leader.Conn(), j, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -110,6 +131,21 @@ func TestUIViews(t *testing.T) {
 			}
 		}
 		return false, "no blocked evaluation"
+	})
+
+	var replacement *droverv1.Allocation
+	poll(ctx, t, "flaky's allocation rescheduled", func() (bool, string) {
+		allocs, err := jobAllocs(ctx, leader.Conn(), "flaky")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, a := range allocs {
+			if a.GetPreviousAllocation() != "" {
+				replacement = a
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d allocations, none a replacement", len(allocs))
 	})
 
 	t.Run("allocation", func(t *testing.T) {
@@ -208,6 +244,7 @@ func TestUIViews(t *testing.T) {
 		// proves it is subscribed before the one the test watches.
 		probe := mock.Job(1)
 		probe.Id, probe.Name = "probe", "probe"
+		probe.Constraints = []*droverv1.Constraint{classIs("standard")}
 		if _, err := registerJob(ctx, leader.Conn(), probe, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -220,6 +257,23 @@ func TestUIViews(t *testing.T) {
 			`(document.getElementById('alloc-desired')?.textContent || '').startsWith('stop') &&
 			 document.querySelector('#alloc-client .status')?.textContent === 'complete' &&
 			 window.droverNoReload === true`)
+	})
+
+	t.Run("reschedule", func(t *testing.T) {
+		failed := replacement.GetPreviousAllocation()
+		if err := chromedp.Do(browser, chromedp.Navigate(base+"/ui/allocations/"+replacement.GetId())); err != nil {
+			t.Fatal(err)
+		}
+		previous := `#alloc-trail [data-field="previous"] a`
+		waitJS(browser, t, "the replacement's trail back to the failed allocation",
+			fmt.Sprintf(`document.querySelector('%s')?.getAttribute('href') === '/ui/allocations/%s' &&
+			 !!document.querySelector('#alloc-reschedules tbody tr a[href="/ui/allocations/%s"]')`, previous, failed, failed))
+		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(previous))); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(browser, t, "the failed allocation, replaced by the other",
+			fmt.Sprintf(`document.querySelector('#alloc-client .status')?.textContent === 'failed' &&
+			 document.querySelector('#alloc-trail [data-field="next"] a')?.getAttribute('href') === '/ui/allocations/%s'`, replacement.GetId()))
 	})
 
 	// Let the pages' last requests and events land before looking.
