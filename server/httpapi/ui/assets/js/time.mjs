@@ -2,11 +2,11 @@
 // protojson writes as strings.
 import { html } from './html.mjs';
 
-/** A <time> in the browser's locale, UTC ISO on hover; '—' when unset. */
+/** A <time> in UTC to the second, as the CLI prints times, so that both
+ * read the same; '—' when unset. */
 export function Time({ ns }) {
   if (!ns || ns === '0') return '—';
   // BigInt: nanoseconds since 1970 are beyond a double's exact integers.
-  const d = new Date(Number(BigInt(ns) / 1000000n));
-  const iso = d.toISOString();
-  return html`<time datetime=${iso} title=${iso}>${d.toLocaleString()}</time>`;
+  const iso = new Date(Number(BigInt(ns) / 1000000n)).toISOString();
+  return html`<time datetime=${iso}>${iso.replace('T', ' ').slice(0, 19)}Z</time>`;
 }
