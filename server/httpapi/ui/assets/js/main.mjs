@@ -5,7 +5,10 @@ import { html, render } from './html.mjs';
 import { useEffect, useState } from '../vendor/preact-hooks.mjs';
 import { onStreamState } from './events.mjs';
 import { TokenBox } from './token.mjs';
+import { AllocView } from './views/alloc.mjs';
 import { ClusterView } from './views/cluster.mjs';
+import { EvalView } from './views/eval.mjs';
+import { EvalsView } from './views/evals.mjs';
 import { JobsView } from './views/jobs.mjs';
 import { JobView } from './views/job.mjs';
 import { NodeView } from './views/node.mjs';
@@ -17,6 +20,9 @@ function route(pathname) {
   if (parts[0] === 'jobs' && parts[1]) return { nav: 'jobs', view: html`<${JobView} id=${parts[1]} />` };
   if (parts[0] === 'jobs') return { nav: 'jobs', view: html`<${JobsView} />` };
   if (parts[0] === 'nodes' && parts[1]) return { nav: 'nodes', view: html`<${NodeView} id=${parts[1]} />` };
+  if (parts[0] === 'allocations' && parts[1]) return { nav: 'jobs', view: html`<${AllocView} id=${parts[1]} />` };
+  if (parts[0] === 'evaluations' && parts[1]) return { nav: 'evaluations', view: html`<${EvalView} id=${parts[1]} />` };
+  if (parts[0] === 'evaluations') return { nav: 'evaluations', view: html`<${EvalsView} />` };
   if (parts[0] === 'nodes') return { nav: 'nodes', view: html`<${NodesView} />` };
   if (parts.length === 0 || parts[0] === 'cluster') return { nav: 'cluster', view: html`<${ClusterView} />` };
   return { nav: '', view: html`<h1>Not found</h1><p>The UI has no view at ${pathname}.</p>` };
@@ -58,7 +64,7 @@ function App() {
   return html`
     <header>
       <span class="brand">drover</span>
-      <nav>${link('/ui/cluster', 'cluster', 'Cluster')}${link('/ui/nodes', 'nodes', 'Nodes')}${link('/ui/jobs', 'jobs', 'Jobs')}</nav>
+      <nav>${link('/ui/cluster', 'cluster', 'Cluster')}${link('/ui/nodes', 'nodes', 'Nodes')}${link('/ui/jobs', 'jobs', 'Jobs')}${link('/ui/evaluations', 'evaluations', 'Evaluations')}</nav>
       <${Live} />
       <${TokenBox} />
     </header>

@@ -24,13 +24,6 @@ export function ErrorBox({ error }) {
   return html`<div class="error" role="alert">${error.code ? `${error.code}: ` : ''}${error.message}</div>`;
 }
 
-/** Unix nanoseconds (a JSON string, as int64s are) as a UTC time; '' for
- * none. */
-export function formatTime(ns) {
-  if (!ns || ns === '0') return '';
-  return new Date(Number(BigInt(ns) / 1000000n)).toISOString().replace('T', ' ').slice(0, 19) + 'Z';
-}
-
 const durationUnits = { h: 3600, m: 60, s: 1, ms: 0.001 };
 
 /** A duration as people write it ("10m", "1h30m", "45s", "90") in the

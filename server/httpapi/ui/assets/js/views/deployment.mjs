@@ -4,7 +4,8 @@
 import { html } from '../html.mjs';
 import { write } from '../api.mjs';
 import { Action } from '../action.mjs';
-import { Status, enumName, formatTime } from '../util.mjs';
+import { formatTime } from '../time.mjs';
+import { Status, enumName } from '../util.mjs';
 
 const active = ['DEPLOYMENT_STATUS_RUNNING', 'DEPLOYMENT_STATUS_PAUSED'];
 

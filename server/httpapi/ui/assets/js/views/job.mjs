@@ -8,6 +8,7 @@ import { Action } from '../action.mjs';
 import { useLive } from '../live.mjs';
 import { ErrorBox, Status, enumName } from '../util.mjs';
 import { JobDeployment } from './deployment.mjs';
+import { JobEvals } from './job_evals.mjs';
 import { JobVersions } from './versions.mjs';
 
 const clientStatuses = ['pending', 'running', 'complete', 'failed', 'lost', 'unknown'];
@@ -80,7 +81,8 @@ export function JobView({ id }) {
           </tr>`)}
       </tbody>
     </table>
-    ${versions.error ? html`<h2>Versions</h2><${ErrorBox} error=${versions.error} />` : html`<${JobVersions} job=${job} versions=${versions.value} />`}`;
+    ${versions.error ? html`<h2>Versions</h2><${ErrorBox} error=${versions.error} />` : html`<${JobVersions} job=${job} versions=${versions.value} />`}
+    <${JobEvals} id=${job.id} />`;
 }
 
 /** A part of the view's data: { value } or, when refused, { error }. */

@@ -6,7 +6,8 @@ import { useState } from '../../vendor/preact-hooks.mjs';
 import { get, write } from '../api.mjs';
 import { Action } from '../action.mjs';
 import { useLive } from '../live.mjs';
-import { ErrorBox, Status, enumName, formatTime, toDuration } from '../util.mjs';
+import { formatTime } from '../time.mjs';
+import { ErrorBox, Status, enumName, toDuration } from '../util.mjs';
 import { EligibilityAction } from './nodes.mjs';
 
 const terminalClient = ['ALLOC_CLIENT_STATUS_COMPLETE', 'ALLOC_CLIENT_STATUS_FAILED', 'ALLOC_CLIENT_STATUS_LOST'];

@@ -3,7 +3,7 @@
 import { html } from '../html.mjs';
 import { write } from '../api.mjs';
 import { Action } from '../action.mjs';
-import { formatTime } from '../util.mjs';
+import { formatTime } from '../time.mjs';
 
 function Changes({ changes }) {
   if (!changes?.length) return html`<p class="muted">No change recorded (the oldest kept version).</p>`;
