@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -115,6 +116,8 @@ type Server struct {
 	inProcess *inProcessListener
 	// maxRecvMsgSize bounds a request.
 	maxRecvMsgSize int
+	// calls counts and times every call by method and code.
+	calls *grpcprom.ServerMetrics
 
 	// servingMu orders SetServing calls, so that one racing a halt cannot
 	// report SERVING after the halt's NOT_SERVING.
@@ -176,6 +179,7 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	limits := cfg.Limits.withDefaults()
 	admit := newAdmission(limits, logger)
 	maxRecv := orDefault(cfg.MaxRecvMsgSize, defaultMaxRecvMsgSize)
+	calls := newCallMetrics()
 	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(Codec{}),
 		grpc.MaxRecvMsgSize(maxRecv),
@@ -196,8 +200,10 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		// The ACL enforcer, like the identity check, runs on the server
 		// the caller called, from its own state; the leader checks a
 		// forwarded call's token again. The auditor sees the outcome.
-		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), admit.unary, svc.unaryErrors, portable.unary, guard.unary, auth.unary, audit.unary, enforce.unary, fwd.unary),
-		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), svc.streamErrors, portable.stream, guard.stream, auth.stream, audit.stream, enforce.stream),
+		// Call metrics come right after recovery so that they count every
+		// refusal with its code.
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recover), calls.UnaryServerInterceptor(), admit.unary, svc.unaryErrors, portable.unary, guard.unary, auth.unary, audit.unary, enforce.unary, fwd.unary),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recover), calls.StreamServerInterceptor(), svc.streamErrors, portable.stream, guard.stream, auth.stream, audit.stream, enforce.stream),
 	}
 	if cfg.Credentials != nil {
 		// In-process connections (the HTTP API) skip TLS and carry no
@@ -222,7 +228,8 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 	}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
-	return &Server{grpc: gs, health: hs, services: svc, forward: fwd, admit: admit,
+	calls.InitializeMetrics(gs)
+	return &Server{grpc: gs, health: hs, services: svc, forward: fwd, admit: admit, calls: calls,
 		conns: newConnLimit(limits.MaxConnsPerIP, logger), cancel: cancel, halted: cfg.Halted,
 		inProcess: newInProcessListener(), maxRecvMsgSize: maxRecv}
 }

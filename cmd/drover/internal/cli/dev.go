@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/droverhq/drover/internal/raftmetrics"
 	"github.com/droverhq/drover/internal/simagent"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/server"
@@ -108,6 +109,9 @@ func runDev(ctx context.Context, o *devOptions, stdout, stderr io.Writer) (err e
 		return err
 	}
 	defer func() { err = errors.Join(err, srv.Shutdown(context.Background())) }()
+	if err := raftmetrics.Install(srv.Registry()); err != nil {
+		logger.Warn("raft's own metrics are not exported", "err", err)
+	}
 
 	fleetCfg := simagent.Config{
 		Servers:      []string{srv.RPCAddr()},

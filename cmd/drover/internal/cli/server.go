@@ -16,6 +16,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 	"github.com/peterbourgon/ff/v3/ffcli"
 
+	"github.com/droverhq/drover/internal/raftmetrics"
 	"github.com/droverhq/drover/internal/tlsconfig"
 	"github.com/droverhq/drover/internal/version"
 	"github.com/droverhq/drover/server"
@@ -165,7 +166,7 @@ func runServer(ctx context.Context, cfg server.Config, logger *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	if err := wireRaftMetrics(srv.Registry()); err != nil {
+	if err := raftmetrics.Install(srv.Registry()); err != nil {
 		logger.Warn("raft's own metrics are not exported", "err", err)
 	}
 	running := &runningServer{srv: srv, logger: logger}

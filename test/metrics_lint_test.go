@@ -1,0 +1,124 @@
+package test_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/droverhq/drover/internal/mock"
+	"github.com/droverhq/drover/test/cluster"
+)
+
+// scrape reads /metrics at addr.
+func scrape(ctx context.Context, t *testing.T, addr string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: %d %v", addr, resp.StatusCode, err)
+	}
+	return string(body)
+}
+
+// lintMetrics fails for every problem promlint finds in a scrape.
+func lintMetrics(t *testing.T, where, text string) {
+	t.Helper()
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatalf("promlint %s: %v", where, err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint %s: %s: %s", where, p.Metric, p.Text)
+	}
+}
+
+// waitFamilies waits until a scrape of addr has every family named in
+// want (a family's name, or a line's prefix with labels).
+func waitFamilies(ctx context.Context, t *testing.T, addr string, want ...string) string {
+	t.Helper()
+	var text string
+	poll(ctx, t, fmt.Sprintf("%s to export %v", addr, want), func() (bool, string) {
+		text = scrape(ctx, t, addr)
+		var missing []string
+		for _, w := range want {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(w)).MatchString(text) {
+				missing = append(missing, w)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("missing %v", missing)
+	})
+	return text
+}
+
+// TestMetricsLint scrapes every server of a 3-server cluster running a
+// job on simulated nodes, and `drover dev`, and fails on any name
+// promlint objects to: raft's metrics renamed to Prometheus conventions,
+// per-call gRPC metrics, the servers' own.
+func TestMetricsLint(t *testing.T) {
+	ctx := within(t, testContext(t), 2*time.Minute)
+	c := cluster.New(t, droverBin, 3, httpArgs())
+	leader := c.WaitLeader(ctx)
+	fleet := startSimFleet(ctx, t, c, 3, simAllocs)
+	waitFleetReady(ctx, t, fleet)
+	job := mock.Job(3)
+	if _, err := registerJob(ctx, leader.Conn(), job, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFamilies(ctx, t, leader.Info().HTTPAddr,
+		"drover_raft_commit_time_seconds", "drover_raft_apply_total", "drover_raft_state_leader_total",
+		`drover_raft_replication_heartbeat_peer_seconds{peer_id="`, "drover_raft_boltdb_log_size_bytes",
+		`grpc_server_handled_total{grpc_code="OK",grpc_method="Register",grpc_service="drover.v1.JobService"`,
+		"grpc_server_handling_seconds_bucket", "drover_heartbeat")
+	for _, s := range c.Servers() {
+		lintMetrics(t, s.String(), scrape(ctx, t, s.Info().HTTPAddr))
+	}
+
+	t.Run("dev", func(t *testing.T) {
+		dev := exec.CommandContext(ctx, droverBin, "dev", "-rpc-addr", "127.0.0.1:0", "-raft-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0")
+		out, err := dev.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = dev.Process.Kill()
+			_ = dev.Wait()
+		})
+		addr := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if m := regexp.MustCompile(`The web UI: http://(\S+)/ui/`).FindStringSubmatch(sc.Text()); m != nil {
+					addr <- m[1]
+				}
+			}
+		}()
+		var http string
+		select {
+		case http = <-addr:
+		case <-ctx.Done():
+			t.Fatal("drover dev printed no UI address")
+		}
+		text := waitFamilies(ctx, t, http, "drover_raft_commit_time_seconds", "grpc_server_handled_total", "drover_heartbeat")
+		lintMetrics(t, "drover dev", text)
+	})
+}
