@@ -7,7 +7,7 @@
 /** Cell size for n nodes: big cells for a small cluster, small enough for
  * 5,000 to fit a laptop screen or two (10 px: about 120 a row at 1,280). */
 function pitchFor(n) {
-  if (n <= 300) return 20;
+  if (n <= 400) return 20;
   if (n <= 1500) return 14;
   return 10;
 }

@@ -31,9 +31,9 @@ export function Counts({ c }) {
 export function Legend() {
   return html`
     <p class="legend muted">
-      ${statuses.map((s) => html`<span class=${`swatch st-${s}`}></span>${s} `)}
-      — each cell is a node: left bar CPU, right bar memory in use, as a share of what the node offers;
-      top edge <span class="swatch edge-ineligible"></span>ineligible, <span class="swatch edge-draining"></span>draining.
-      Point at a cell for its figures; click it for the node.
-    </p>`;
+      Status: ${statuses.map((s) => html`<span class=${`swatch st-${s}`}></span>${s} `)}
+      · top edge: <span class="swatch edge-ineligible"></span>ineligible <span class="swatch edge-draining"></span>draining
+    </p>
+    <p class="muted">Each cell is a node: its left bar is the CPU, its right bar the memory in use, as a share of what
+      the node offers. Point at a cell for its figures; click it to open the node.</p>`;
 }

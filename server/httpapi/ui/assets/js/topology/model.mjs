@@ -62,9 +62,13 @@ export class Topology {
       seen.add(u.id);
       const fresh = fromUsage(u);
       const old = this.nodes.get(u.id);
-      if (!old || old.index <= fresh.index) {
-        if (!old || placeOf(old) !== placeOf(fresh)) this.moved = true;
+      if (!old) {
         this.nodes.set(u.id, fresh);
+        this.moved = true;
+      } else if (old.index <= fresh.index) {
+        // In place: the layout holds the entries themselves.
+        if (placeOf(old) !== placeOf(fresh)) this.moved = true;
+        Object.assign(old, fresh);
       } else {
         Object.assign(old, { cpuUsed: fresh.cpuUsed, memUsed: fresh.memUsed });
       }
