@@ -315,9 +315,15 @@ func blockFirst(t *testing.T, browser context.Context, group int) string {
 	return id
 }
 
-// pointAt moves the mouse over a node's cell and returns where it is.
+// pointAt scrolls a node's cell into the window (with 5,000 nodes the
+// drawing is taller than the window), moves the mouse over it and returns
+// where it is.
 func pointAt(t *testing.T, browser context.Context, id string) (x, y float64) {
 	t.Helper()
+	scroll := fmt.Sprintf(`window.scrollBy(0, droverTopology.cellPoint(%q).y - innerHeight / 2)`, id)
+	if err := chromedp.Do(browser, chromedp.Evaluate[chromedp.Void](scroll)); err != nil {
+		t.Fatal(err)
+	}
 	x = jsNumber(browser, t, fmt.Sprintf(`droverTopology.cellPoint(%q).x`, id))
 	y = jsNumber(browser, t, fmt.Sprintf(`droverTopology.cellPoint(%q).y`, id))
 	if err := chromedp.Do(browser, chromedp.MouseEvent(chromedp.MouseMoved, x, y)); err != nil {
