@@ -108,6 +108,21 @@ export class Topology {
     return true;
   }
 
+  /** Applies a batch of the event stream (events.mjs): node events by
+   * key. Returns the node events that changed an entry, and whether usage
+   * must be read again: after an allocation event (see views/topology.mjs
+   * for why), or an event without payload, which the stream delivers after
+   * a reconnect that may have missed some. */
+  applyEvents(events) {
+    const changed = [];
+    let reread = false;
+    for (const ev of events) {
+      if (ev.topic === 'TOPIC_ALLOCATION' || (ev.topic === 'TOPIC_NODE' && !ev.node)) reread = true;
+      else if (ev.topic === 'TOPIC_NODE' && this.applyNode(ev)) changed.push(ev);
+    }
+    return { changed, reread };
+  }
+
   /** Nodes per status, and how many are ineligible and draining. */
   counts() {
     const c = { total: this.nodes.size, ready: 0, initializing: 0, down: 0, disconnected: 0, ineligible: 0, draining: 0,

@@ -116,21 +116,10 @@ export function TopologyView() {
 
     const stopEvents = onEvents(['TOPIC_NODE', 'TOPIC_ALLOCATION'], (batch) => {
       const at = performance.now();
-      let changed = false;
-      let usage = false;
-      for (const ev of batch.events || []) {
-        if (ev.topic === 'TOPIC_ALLOCATION') {
-          usage = true;
-        } else if (ev.topic === 'TOPIC_NODE' && !ev.node) {
-          // The stream reconnected and may have missed events: read all.
-          usage = true;
-        } else if (ev.topic === 'TOPIC_NODE' && topo.applyNode(ev)) {
-          changed = true;
-          if (loaded) arrivals.push({ key: ev.key, type: ev.type, at });
-        }
-      }
-      if (usage) readUsage();
-      if (changed) redraw();
+      const { changed, reread } = topo.applyEvents(batch.events || []);
+      if (loaded) arrivals.push(...changed.map((ev) => ({ key: ev.key, type: ev.type, at })));
+      if (reread) readUsage();
+      if (changed.length) redraw();
     });
     readUsage();
     const resized = new ResizeObserver(redraw);
