@@ -35,7 +35,7 @@ BREAKING_BRANCH ?= main
 # The long fault sweep of `make chaos`: flags of test/chaos (see docs/reliability.md).
 CHAOS_ARGS ?= -chaos.rounds=5 -chaos.hold=15s -chaos.calm=5s -chaos.seeds=2
 
-.PHONY: help build run install release test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench tidy clean ui-vendor ui-screenshots chromium
+.PHONY: help build run install release test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench bench-ui tidy clean ui-vendor ui-screenshots chromium
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value]'
@@ -155,6 +155,18 @@ bench: ## The benchmarks of docs/benchmarks.md (5 runs each) into bench.out, the
 	@echo
 	@echo 'bench: raw results are in bench.out; record the numbers (and the machine) in docs/benchmarks.md.'
 
+# The web UI's topology view with 5,000 simulated nodes (docs/benchmarks.md):
+# TestUITopology loads the page UI_RUNS times and logs each first render,
+# their medians, and the update times of nodes changed through the API.
+UI_NODES ?= 5000
+UI_RUNS  ?= 5
+bench-ui: chromium ## The topology view with UI_NODES (5,000) simulated nodes: first render and update times into bench-ui.out
+	@DROVER_UI_TOPOLOGY_NODES=$(UI_NODES) DROVER_UI_TOPOLOGY_RUNS=$(UI_RUNS) \
+		$(GO) test -count=1 -timeout 30m -run '^TestUITopology$$' -v ./test/ > bench-ui.out 2>&1; \
+	status=$$?; grep -E 'topology:|simulated nodes ready|jobs placed|^(--- |ok|FAIL|panic)' bench-ui.out; \
+	if [ $$status -ne 0 ]; then echo 'bench-ui: FAILED; the whole output is in bench-ui.out'; exit $$status; fi; \
+	echo 'bench-ui: the whole output is in bench-ui.out; record the medians (and the machine) in docs/benchmarks.md.'
+
 tidy: ## go mod tidy
 	$(GO) mod tidy
 
@@ -199,5 +211,5 @@ chromium: ## Install Debian's chromium for the browser tests when missing (as ro
 		echo 'chromium: not found and not root with apt-get: the browser tests (TestUI*) will skip'; \
 	fi
 
-clean: ## Remove bin/ and bench.out
-	rm -rf bin bench.out
+clean: ## Remove bin/, bench.out and bench-ui.out
+	rm -rf bin bench.out bench-ui.out

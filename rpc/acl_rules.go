@@ -95,6 +95,7 @@ var accessRules = map[string]rule{
 	// Nodes, for operators.
 	droverv1.NodeService_Get_FullMethodName:               read(acl.ResourceNode).filtered(filterNodeAllocs),
 	droverv1.NodeService_List_FullMethodName:              read(acl.ResourceNode),
+	droverv1.NodeService_Usage_FullMethodName:             read(acl.ResourceNode),
 	droverv1.NodeService_UpdateEligibility_FullMethodName: write(acl.ResourceNode),
 	droverv1.NodeService_UpdateDrain_FullMethodName:       write(acl.ResourceNode),
 

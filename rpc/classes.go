@@ -43,6 +43,7 @@ func (c callClass) String() string {
 // listMethods are operators' calls whose cost grows with the state.
 var listMethods = map[string]bool{
 	droverv1.NodeService_List_FullMethodName:            true,
+	droverv1.NodeService_Usage_FullMethodName:           true,
 	droverv1.JobService_List_FullMethodName:             true,
 	droverv1.JobService_Allocations_FullMethodName:      true,
 	droverv1.JobService_Evaluations_FullMethodName:      true,

@@ -50,6 +50,8 @@ func jobCases(id ids) []apiCase {
 		{method: "POST", path: "/v1/job/" + id.job + "/plan", req: &droverv1.PlanJobRequest{Job: job}, rpc: droverv1.JobService_Plan_FullMethodName, resp: &droverv1.PlanJobResponse{}, same: true},
 		{method: "POST", path: "/v1/validate/job", req: &droverv1.ValidateJobRequest{Job: job}, rpc: droverv1.JobService_Validate_FullMethodName, resp: &droverv1.ValidateJobResponse{}, same: true},
 		{method: "GET", path: "/v1/nodes", req: &droverv1.ListNodesRequest{}, rpc: droverv1.NodeService_List_FullMethodName, resp: &droverv1.ListNodesResponse{}, same: true},
+		{method: "GET", path: "/v1/nodes/usage", req: &droverv1.NodeUsageRequest{}, rpc: droverv1.NodeService_Usage_FullMethodName, resp: &droverv1.NodeUsageResponse{}, same: true},
+		{method: "GET", path: "/v1/nodes/usage?per_page=1", req: &droverv1.NodeUsageRequest{Page: &droverv1.PageOptions{PageSize: 1}}, rpc: droverv1.NodeService_Usage_FullMethodName, resp: &droverv1.NodeUsageResponse{}, same: true},
 		{method: "GET", path: "/v1/node/" + id.node, req: &droverv1.GetNodeRequest{NodeId: id.node}, rpc: droverv1.NodeService_Get_FullMethodName, resp: &droverv1.GetNodeResponse{}, same: true},
 		{method: "GET", path: "/v1/allocations", req: &droverv1.ListAllocationsRequest{}, rpc: droverv1.AllocService_List_FullMethodName, resp: &droverv1.ListAllocationsResponse{}, same: true},
 		{method: "GET", path: "/v1/allocation/" + id.alloc, req: &droverv1.GetAllocationRequest{AllocId: id.alloc}, rpc: droverv1.AllocService_Get_FullMethodName, resp: &droverv1.GetAllocationResponse{}, same: true},

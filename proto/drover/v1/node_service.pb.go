@@ -813,6 +813,300 @@ func (x *ListNodesResponse) GetMeta() *QueryMeta {
 	return nil
 }
 
+// NodeUsageRequest selects a page of nodes' usage.
+type NodeUsageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Page          *PageOptions           `protobuf:"bytes,1,opt,name=page,proto3" json:"page,omitempty"`
+	Query         *QueryOptions          `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeUsageRequest) Reset() {
+	*x = NodeUsageRequest{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeUsageRequest) ProtoMessage() {}
+
+func (x *NodeUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeUsageRequest.ProtoReflect.Descriptor instead.
+func (*NodeUsageRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *NodeUsageRequest) GetPage() *PageOptions {
+	if x != nil {
+		return x.Page
+	}
+	return nil
+}
+
+func (x *NodeUsageRequest) GetQuery() *QueryOptions {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+// NodeUsageResponse is one page of nodes' usage, all computed from one
+// state snapshot.
+type NodeUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*NodeUsage           `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Pass as page.next_token for the next page; empty on the last.
+	NextToken     string     `protobuf:"bytes,2,opt,name=next_token,json=nextToken,proto3" json:"next_token,omitempty"`
+	Meta          *QueryMeta `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeUsageResponse) Reset() {
+	*x = NodeUsageResponse{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeUsageResponse) ProtoMessage() {}
+
+func (x *NodeUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeUsageResponse.ProtoReflect.Descriptor instead.
+func (*NodeUsageResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *NodeUsageResponse) GetNodes() []*NodeUsage {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *NodeUsageResponse) GetNextToken() string {
+	if x != nil {
+		return x.NextToken
+	}
+	return ""
+}
+
+func (x *NodeUsageResponse) GetMeta() *QueryMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+// NodeUsage is one node as a topology view shows it.
+type NodeUsage struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Id                    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name                  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Datacenter            string                 `protobuf:"bytes,3,opt,name=datacenter,proto3" json:"datacenter,omitempty"`
+	NodeClass             string                 `protobuf:"bytes,4,opt,name=node_class,json=nodeClass,proto3" json:"node_class,omitempty"`
+	Status                NodeStatus             `protobuf:"varint,5,opt,name=status,proto3,enum=drover.v1.NodeStatus" json:"status,omitempty"`
+	SchedulingEligibility SchedulingEligibility  `protobuf:"varint,6,opt,name=scheduling_eligibility,json=schedulingEligibility,proto3,enum=drover.v1.SchedulingEligibility" json:"scheduling_eligibility,omitempty"`
+	// Whether a drain is in progress.
+	Draining bool `protobuf:"varint,7,opt,name=draining,proto3" json:"draining,omitempty"`
+	// What the node offers allocations: its resources minus what it
+	// reserves, as the scheduler counts it.
+	Capacity *CpuMemory `protobuf:"bytes,8,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// What the node's allocations that are not client-terminal hold (an
+	// allocation holds its resources until its agent reports it complete,
+	// failed or lost, as the scheduler counts it).
+	Used *CpuMemory `protobuf:"bytes,9,opt,name=used,proto3" json:"used,omitempty"`
+	// The node's modify_index, so that a reader can tell which of two
+	// answers about the node is newer.
+	ModifyIndex   uint64 `protobuf:"varint,10,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeUsage) Reset() {
+	*x = NodeUsage{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeUsage) ProtoMessage() {}
+
+func (x *NodeUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeUsage.ProtoReflect.Descriptor instead.
+func (*NodeUsage) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NodeUsage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *NodeUsage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NodeUsage) GetDatacenter() string {
+	if x != nil {
+		return x.Datacenter
+	}
+	return ""
+}
+
+func (x *NodeUsage) GetNodeClass() string {
+	if x != nil {
+		return x.NodeClass
+	}
+	return ""
+}
+
+func (x *NodeUsage) GetStatus() NodeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return NodeStatus_NODE_STATUS_UNSPECIFIED
+}
+
+func (x *NodeUsage) GetSchedulingEligibility() SchedulingEligibility {
+	if x != nil {
+		return x.SchedulingEligibility
+	}
+	return SchedulingEligibility_SCHEDULING_ELIGIBILITY_UNSPECIFIED
+}
+
+func (x *NodeUsage) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *NodeUsage) GetCapacity() *CpuMemory {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *NodeUsage) GetUsed() *CpuMemory {
+	if x != nil {
+		return x.Used
+	}
+	return nil
+}
+
+func (x *NodeUsage) GetModifyIndex() uint64 {
+	if x != nil {
+		return x.ModifyIndex
+	}
+	return 0
+}
+
+// CpuMemory is an amount of CPU and memory.
+type CpuMemory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CpuMhz        int64                  `protobuf:"varint,1,opt,name=cpu_mhz,json=cpuMhz,proto3" json:"cpu_mhz,omitempty"`
+	MemoryMb      int64                  `protobuf:"varint,2,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CpuMemory) Reset() {
+	*x = CpuMemory{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CpuMemory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CpuMemory) ProtoMessage() {}
+
+func (x *CpuMemory) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CpuMemory.ProtoReflect.Descriptor instead.
+func (*CpuMemory) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CpuMemory) GetCpuMhz() int64 {
+	if x != nil {
+		return x.CpuMhz
+	}
+	return 0
+}
+
+func (x *CpuMemory) GetMemoryMb() int64 {
+	if x != nil {
+		return x.MemoryMb
+	}
+	return 0
+}
+
 // UpdateNodeEligibilityRequest sets a node's scheduling eligibility.
 type UpdateNodeEligibilityRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -825,7 +1119,7 @@ type UpdateNodeEligibilityRequest struct {
 
 func (x *UpdateNodeEligibilityRequest) Reset() {
 	*x = UpdateNodeEligibilityRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	mi := &file_drover_v1_node_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +1131,7 @@ func (x *UpdateNodeEligibilityRequest) String() string {
 func (*UpdateNodeEligibilityRequest) ProtoMessage() {}
 
 func (x *UpdateNodeEligibilityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	mi := &file_drover_v1_node_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +1144,7 @@ func (x *UpdateNodeEligibilityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeEligibilityRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeEligibilityRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateNodeEligibilityRequest) GetNodeId() string {
@@ -879,7 +1173,7 @@ type UpdateNodeEligibilityResponse struct {
 
 func (x *UpdateNodeEligibilityResponse) Reset() {
 	*x = UpdateNodeEligibilityResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	mi := &file_drover_v1_node_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1185,7 @@ func (x *UpdateNodeEligibilityResponse) String() string {
 func (*UpdateNodeEligibilityResponse) ProtoMessage() {}
 
 func (x *UpdateNodeEligibilityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	mi := &file_drover_v1_node_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1198,7 @@ func (x *UpdateNodeEligibilityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeEligibilityResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeEligibilityResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateNodeEligibilityResponse) GetIndex() uint64 {
@@ -948,7 +1242,7 @@ type UpdateNodeDrainRequest struct {
 
 func (x *UpdateNodeDrainRequest) Reset() {
 	*x = UpdateNodeDrainRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	mi := &file_drover_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1254,7 @@ func (x *UpdateNodeDrainRequest) String() string {
 func (*UpdateNodeDrainRequest) ProtoMessage() {}
 
 func (x *UpdateNodeDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	mi := &file_drover_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1267,7 @@ func (x *UpdateNodeDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeDrainRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeDrainRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{14}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateNodeDrainRequest) GetNodeId() string {
@@ -1038,7 +1332,7 @@ type UpdateNodeDrainResponse struct {
 
 func (x *UpdateNodeDrainResponse) Reset() {
 	*x = UpdateNodeDrainResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	mi := &file_drover_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1344,7 @@ func (x *UpdateNodeDrainResponse) String() string {
 func (*UpdateNodeDrainResponse) ProtoMessage() {}
 
 func (x *UpdateNodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	mi := &file_drover_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1357,7 @@ func (x *UpdateNodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateNodeDrainResponse) GetIndex() uint64 {
@@ -1136,7 +1430,33 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\x05nodes\x18\x01 \x03(\v2\x0f.drover.v1.NodeR\x05nodes\x12\x1d\n" +
 	"\n" +
 	"next_token\x18\x02 \x01(\tR\tnextToken\x12(\n" +
-	"\x04meta\x18\x03 \x01(\v2\x14.drover.v1.QueryMetaR\x04meta\"{\n" +
+	"\x04meta\x18\x03 \x01(\v2\x14.drover.v1.QueryMetaR\x04meta\"m\n" +
+	"\x10NodeUsageRequest\x12*\n" +
+	"\x04page\x18\x01 \x01(\v2\x16.drover.v1.PageOptionsR\x04page\x12-\n" +
+	"\x05query\x18\x02 \x01(\v2\x17.drover.v1.QueryOptionsR\x05query\"\x88\x01\n" +
+	"\x11NodeUsageResponse\x12*\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x14.drover.v1.NodeUsageR\x05nodes\x12\x1d\n" +
+	"\n" +
+	"next_token\x18\x02 \x01(\tR\tnextToken\x12(\n" +
+	"\x04meta\x18\x03 \x01(\v2\x14.drover.v1.QueryMetaR\x04meta\"\x91\x03\n" +
+	"\tNodeUsage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"datacenter\x18\x03 \x01(\tR\n" +
+	"datacenter\x12\x1d\n" +
+	"\n" +
+	"node_class\x18\x04 \x01(\tR\tnodeClass\x12-\n" +
+	"\x06status\x18\x05 \x01(\x0e2\x15.drover.v1.NodeStatusR\x06status\x12W\n" +
+	"\x16scheduling_eligibility\x18\x06 \x01(\x0e2 .drover.v1.SchedulingEligibilityR\x15schedulingEligibility\x12\x1a\n" +
+	"\bdraining\x18\a \x01(\bR\bdraining\x120\n" +
+	"\bcapacity\x18\b \x01(\v2\x14.drover.v1.CpuMemoryR\bcapacity\x12(\n" +
+	"\x04used\x18\t \x01(\v2\x14.drover.v1.CpuMemoryR\x04used\x12!\n" +
+	"\fmodify_index\x18\n" +
+	" \x01(\x04R\vmodifyIndex\"A\n" +
+	"\tCpuMemory\x12\x17\n" +
+	"\acpu_mhz\x18\x01 \x01(\x03R\x06cpuMhz\x12\x1b\n" +
+	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\"{\n" +
 	"\x1cUpdateNodeEligibilityRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12B\n" +
 	"\veligibility\x18\x02 \x01(\x0e2 .drover.v1.SchedulingEligibilityR\veligibility\"P\n" +
@@ -1154,14 +1474,15 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\bdeadline\x18\a \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"J\n" +
 	"\x17UpdateNodeDrainResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x19\n" +
-	"\beval_ids\x18\x02 \x03(\tR\aevalIds2\x88\x05\n" +
+	"\beval_ids\x18\x02 \x03(\tR\aevalIds2\xcc\x05\n" +
 	"\vNodeService\x12K\n" +
 	"\bRegister\x12\x1e.drover.v1.RegisterNodeRequest\x1a\x1f.drover.v1.RegisterNodeResponse\x12W\n" +
 	"\fUpdateStatus\x12\".drover.v1.UpdateNodeStatusRequest\x1a#.drover.v1.UpdateNodeStatusResponse\x12L\n" +
 	"\vUpdateAlloc\x12\x1d.drover.v1.UpdateAllocRequest\x1a\x1e.drover.v1.UpdateAllocResponse\x12F\n" +
 	"\tGetAllocs\x12\x1b.drover.v1.GetAllocsRequest\x1a\x1c.drover.v1.GetAllocsResponse\x12<\n" +
 	"\x03Get\x12\x19.drover.v1.GetNodeRequest\x1a\x1a.drover.v1.GetNodeResponse\x12A\n" +
-	"\x04List\x12\x1b.drover.v1.ListNodesRequest\x1a\x1c.drover.v1.ListNodesResponse\x12f\n" +
+	"\x04List\x12\x1b.drover.v1.ListNodesRequest\x1a\x1c.drover.v1.ListNodesResponse\x12B\n" +
+	"\x05Usage\x12\x1b.drover.v1.NodeUsageRequest\x1a\x1c.drover.v1.NodeUsageResponse\x12f\n" +
 	"\x11UpdateEligibility\x12'.drover.v1.UpdateNodeEligibilityRequest\x1a(.drover.v1.UpdateNodeEligibilityResponse\x12T\n" +
 	"\vUpdateDrain\x12!.drover.v1.UpdateNodeDrainRequest\x1a\".drover.v1.UpdateNodeDrainResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
@@ -1177,7 +1498,7 @@ func file_drover_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_node_service_proto_rawDescData
 }
 
-var file_drover_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_drover_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_drover_v1_node_service_proto_goTypes = []any{
 	(*RegisterNodeRequest)(nil),           // 0: drover.v1.RegisterNodeRequest
 	(*RegisterNodeResponse)(nil),          // 1: drover.v1.RegisterNodeResponse
@@ -1191,64 +1512,78 @@ var file_drover_v1_node_service_proto_goTypes = []any{
 	(*GetNodeResponse)(nil),               // 9: drover.v1.GetNodeResponse
 	(*ListNodesRequest)(nil),              // 10: drover.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),             // 11: drover.v1.ListNodesResponse
-	(*UpdateNodeEligibilityRequest)(nil),  // 12: drover.v1.UpdateNodeEligibilityRequest
-	(*UpdateNodeEligibilityResponse)(nil), // 13: drover.v1.UpdateNodeEligibilityResponse
-	(*UpdateNodeDrainRequest)(nil),        // 14: drover.v1.UpdateNodeDrainRequest
-	(*UpdateNodeDrainResponse)(nil),       // 15: drover.v1.UpdateNodeDrainResponse
-	(*Node)(nil),                          // 16: drover.v1.Node
-	(NodeStatus)(0),                       // 17: drover.v1.NodeStatus
-	(SchedulingEligibility)(0),            // 18: drover.v1.SchedulingEligibility
-	(*durationpb.Duration)(nil),           // 19: google.protobuf.Duration
-	(*AllocClientUpdate)(nil),             // 20: drover.v1.AllocClientUpdate
-	(*Allocation)(nil),                    // 21: drover.v1.Allocation
-	(*Job)(nil),                           // 22: drover.v1.Job
-	(*QueryOptions)(nil),                  // 23: drover.v1.QueryOptions
-	(*QueryMeta)(nil),                     // 24: drover.v1.QueryMeta
-	(*PageOptions)(nil),                   // 25: drover.v1.PageOptions
+	(*NodeUsageRequest)(nil),              // 12: drover.v1.NodeUsageRequest
+	(*NodeUsageResponse)(nil),             // 13: drover.v1.NodeUsageResponse
+	(*NodeUsage)(nil),                     // 14: drover.v1.NodeUsage
+	(*CpuMemory)(nil),                     // 15: drover.v1.CpuMemory
+	(*UpdateNodeEligibilityRequest)(nil),  // 16: drover.v1.UpdateNodeEligibilityRequest
+	(*UpdateNodeEligibilityResponse)(nil), // 17: drover.v1.UpdateNodeEligibilityResponse
+	(*UpdateNodeDrainRequest)(nil),        // 18: drover.v1.UpdateNodeDrainRequest
+	(*UpdateNodeDrainResponse)(nil),       // 19: drover.v1.UpdateNodeDrainResponse
+	(*Node)(nil),                          // 20: drover.v1.Node
+	(NodeStatus)(0),                       // 21: drover.v1.NodeStatus
+	(SchedulingEligibility)(0),            // 22: drover.v1.SchedulingEligibility
+	(*durationpb.Duration)(nil),           // 23: google.protobuf.Duration
+	(*AllocClientUpdate)(nil),             // 24: drover.v1.AllocClientUpdate
+	(*Allocation)(nil),                    // 25: drover.v1.Allocation
+	(*Job)(nil),                           // 26: drover.v1.Job
+	(*QueryOptions)(nil),                  // 27: drover.v1.QueryOptions
+	(*QueryMeta)(nil),                     // 28: drover.v1.QueryMeta
+	(*PageOptions)(nil),                   // 29: drover.v1.PageOptions
 }
 var file_drover_v1_node_service_proto_depIdxs = []int32{
-	16, // 0: drover.v1.RegisterNodeRequest.node:type_name -> drover.v1.Node
-	17, // 1: drover.v1.RegisterNodeResponse.status:type_name -> drover.v1.NodeStatus
-	18, // 2: drover.v1.RegisterNodeResponse.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
-	19, // 3: drover.v1.RegisterNodeResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
-	17, // 4: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
-	17, // 5: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
-	19, // 6: drover.v1.UpdateNodeStatusResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
-	20, // 7: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
-	19, // 8: drover.v1.GetAllocsRequest.max_wait:type_name -> google.protobuf.Duration
-	21, // 9: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
-	22, // 10: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
-	23, // 11: drover.v1.GetNodeRequest.query:type_name -> drover.v1.QueryOptions
-	16, // 12: drover.v1.GetNodeResponse.node:type_name -> drover.v1.Node
-	21, // 13: drover.v1.GetNodeResponse.allocs:type_name -> drover.v1.Allocation
-	24, // 14: drover.v1.GetNodeResponse.meta:type_name -> drover.v1.QueryMeta
-	25, // 15: drover.v1.ListNodesRequest.page:type_name -> drover.v1.PageOptions
-	23, // 16: drover.v1.ListNodesRequest.query:type_name -> drover.v1.QueryOptions
-	16, // 17: drover.v1.ListNodesResponse.nodes:type_name -> drover.v1.Node
-	24, // 18: drover.v1.ListNodesResponse.meta:type_name -> drover.v1.QueryMeta
-	18, // 19: drover.v1.UpdateNodeEligibilityRequest.eligibility:type_name -> drover.v1.SchedulingEligibility
-	19, // 20: drover.v1.UpdateNodeDrainRequest.deadline:type_name -> google.protobuf.Duration
-	0,  // 21: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
-	2,  // 22: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
-	4,  // 23: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
-	6,  // 24: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
-	8,  // 25: drover.v1.NodeService.Get:input_type -> drover.v1.GetNodeRequest
-	10, // 26: drover.v1.NodeService.List:input_type -> drover.v1.ListNodesRequest
-	12, // 27: drover.v1.NodeService.UpdateEligibility:input_type -> drover.v1.UpdateNodeEligibilityRequest
-	14, // 28: drover.v1.NodeService.UpdateDrain:input_type -> drover.v1.UpdateNodeDrainRequest
-	1,  // 29: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
-	3,  // 30: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
-	5,  // 31: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
-	7,  // 32: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
-	9,  // 33: drover.v1.NodeService.Get:output_type -> drover.v1.GetNodeResponse
-	11, // 34: drover.v1.NodeService.List:output_type -> drover.v1.ListNodesResponse
-	13, // 35: drover.v1.NodeService.UpdateEligibility:output_type -> drover.v1.UpdateNodeEligibilityResponse
-	15, // 36: drover.v1.NodeService.UpdateDrain:output_type -> drover.v1.UpdateNodeDrainResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 0: drover.v1.RegisterNodeRequest.node:type_name -> drover.v1.Node
+	21, // 1: drover.v1.RegisterNodeResponse.status:type_name -> drover.v1.NodeStatus
+	22, // 2: drover.v1.RegisterNodeResponse.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
+	23, // 3: drover.v1.RegisterNodeResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
+	21, // 4: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
+	21, // 5: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
+	23, // 6: drover.v1.UpdateNodeStatusResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
+	24, // 7: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
+	23, // 8: drover.v1.GetAllocsRequest.max_wait:type_name -> google.protobuf.Duration
+	25, // 9: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
+	26, // 10: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
+	27, // 11: drover.v1.GetNodeRequest.query:type_name -> drover.v1.QueryOptions
+	20, // 12: drover.v1.GetNodeResponse.node:type_name -> drover.v1.Node
+	25, // 13: drover.v1.GetNodeResponse.allocs:type_name -> drover.v1.Allocation
+	28, // 14: drover.v1.GetNodeResponse.meta:type_name -> drover.v1.QueryMeta
+	29, // 15: drover.v1.ListNodesRequest.page:type_name -> drover.v1.PageOptions
+	27, // 16: drover.v1.ListNodesRequest.query:type_name -> drover.v1.QueryOptions
+	20, // 17: drover.v1.ListNodesResponse.nodes:type_name -> drover.v1.Node
+	28, // 18: drover.v1.ListNodesResponse.meta:type_name -> drover.v1.QueryMeta
+	29, // 19: drover.v1.NodeUsageRequest.page:type_name -> drover.v1.PageOptions
+	27, // 20: drover.v1.NodeUsageRequest.query:type_name -> drover.v1.QueryOptions
+	14, // 21: drover.v1.NodeUsageResponse.nodes:type_name -> drover.v1.NodeUsage
+	28, // 22: drover.v1.NodeUsageResponse.meta:type_name -> drover.v1.QueryMeta
+	21, // 23: drover.v1.NodeUsage.status:type_name -> drover.v1.NodeStatus
+	22, // 24: drover.v1.NodeUsage.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
+	15, // 25: drover.v1.NodeUsage.capacity:type_name -> drover.v1.CpuMemory
+	15, // 26: drover.v1.NodeUsage.used:type_name -> drover.v1.CpuMemory
+	22, // 27: drover.v1.UpdateNodeEligibilityRequest.eligibility:type_name -> drover.v1.SchedulingEligibility
+	23, // 28: drover.v1.UpdateNodeDrainRequest.deadline:type_name -> google.protobuf.Duration
+	0,  // 29: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
+	2,  // 30: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
+	4,  // 31: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
+	6,  // 32: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
+	8,  // 33: drover.v1.NodeService.Get:input_type -> drover.v1.GetNodeRequest
+	10, // 34: drover.v1.NodeService.List:input_type -> drover.v1.ListNodesRequest
+	12, // 35: drover.v1.NodeService.Usage:input_type -> drover.v1.NodeUsageRequest
+	16, // 36: drover.v1.NodeService.UpdateEligibility:input_type -> drover.v1.UpdateNodeEligibilityRequest
+	18, // 37: drover.v1.NodeService.UpdateDrain:input_type -> drover.v1.UpdateNodeDrainRequest
+	1,  // 38: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
+	3,  // 39: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
+	5,  // 40: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
+	7,  // 41: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
+	9,  // 42: drover.v1.NodeService.Get:output_type -> drover.v1.GetNodeResponse
+	11, // 43: drover.v1.NodeService.List:output_type -> drover.v1.ListNodesResponse
+	13, // 44: drover.v1.NodeService.Usage:output_type -> drover.v1.NodeUsageResponse
+	17, // 45: drover.v1.NodeService.UpdateEligibility:output_type -> drover.v1.UpdateNodeEligibilityResponse
+	19, // 46: drover.v1.NodeService.UpdateDrain:output_type -> drover.v1.UpdateNodeDrainResponse
+	38, // [38:47] is the sub-list for method output_type
+	29, // [29:38] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_node_service_proto_init() }
@@ -1266,7 +1601,7 @@ func file_drover_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_node_service_proto_rawDesc), len(file_drover_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	NodeService_GetAllocs_FullMethodName         = "/drover.v1.NodeService/GetAllocs"
 	NodeService_Get_FullMethodName               = "/drover.v1.NodeService/Get"
 	NodeService_List_FullMethodName              = "/drover.v1.NodeService/List"
+	NodeService_Usage_FullMethodName             = "/drover.v1.NodeService/Usage"
 	NodeService_UpdateEligibility_FullMethodName = "/drover.v1.NodeService/UpdateEligibility"
 	NodeService_UpdateDrain_FullMethodName       = "/drover.v1.NodeService/UpdateDrain"
 )
@@ -60,6 +61,11 @@ type NodeServiceClient interface {
 	Get(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*GetNodeResponse, error)
 	// List returns nodes in id order, a page at a time.
 	List(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// Usage returns, for nodes in id order a page at a time, what each is
+	// (name, datacenter, class, status, eligibility, drain) and the CPU and
+	// memory its allocations hold against what it offers them, so that a
+	// topology view need not download every allocation.
+	Usage(ctx context.Context, in *NodeUsageRequest, opts ...grpc.CallOption) (*NodeUsageResponse, error)
 	// UpdateEligibility marks a node eligible or ineligible for new
 	// allocations. Allocations already on it are left alone. A draining
 	// node cannot be made eligible: end the drain instead.
@@ -138,6 +144,16 @@ func (c *nodeServiceClient) List(ctx context.Context, in *ListNodesRequest, opts
 	return out, nil
 }
 
+func (c *nodeServiceClient) Usage(ctx context.Context, in *NodeUsageRequest, opts ...grpc.CallOption) (*NodeUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeUsageResponse)
+	err := c.cc.Invoke(ctx, NodeService_Usage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *nodeServiceClient) UpdateEligibility(ctx context.Context, in *UpdateNodeEligibilityRequest, opts ...grpc.CallOption) (*UpdateNodeEligibilityResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UpdateNodeEligibilityResponse)
@@ -189,6 +205,11 @@ type NodeServiceServer interface {
 	Get(context.Context, *GetNodeRequest) (*GetNodeResponse, error)
 	// List returns nodes in id order, a page at a time.
 	List(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// Usage returns, for nodes in id order a page at a time, what each is
+	// (name, datacenter, class, status, eligibility, drain) and the CPU and
+	// memory its allocations hold against what it offers them, so that a
+	// topology view need not download every allocation.
+	Usage(context.Context, *NodeUsageRequest) (*NodeUsageResponse, error)
 	// UpdateEligibility marks a node eligible or ineligible for new
 	// allocations. Allocations already on it are left alone. A draining
 	// node cannot be made eligible: end the drain instead.
@@ -224,6 +245,9 @@ func (UnimplementedNodeServiceServer) Get(context.Context, *GetNodeRequest) (*Ge
 }
 func (UnimplementedNodeServiceServer) List(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedNodeServiceServer) Usage(context.Context, *NodeUsageRequest) (*NodeUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Usage not implemented")
 }
 func (UnimplementedNodeServiceServer) UpdateEligibility(context.Context, *UpdateNodeEligibilityRequest) (*UpdateNodeEligibilityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateEligibility not implemented")
@@ -360,6 +384,24 @@ func _NodeService_List_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_Usage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Usage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Usage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Usage(ctx, req.(*NodeUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _NodeService_UpdateEligibility_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UpdateNodeEligibilityRequest)
 	if err := dec(in); err != nil {
@@ -426,6 +468,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "List",
 			Handler:    _NodeService_List_Handler,
+		},
+		{
+			MethodName: "Usage",
+			Handler:    _NodeService_Usage_Handler,
 		},
 		{
 			MethodName: "UpdateEligibility",

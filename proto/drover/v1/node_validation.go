@@ -148,6 +148,13 @@ func (r *ListNodesRequest) Validate() error {
 	return v.err()
 }
 
+// Validate checks a node usage request.
+func (r *NodeUsageRequest) Validate() error {
+	var v violations
+	validatePage(&v, r.GetPage())
+	return v.err()
+}
+
 // Validate checks an eligibility change.
 func (r *UpdateNodeEligibilityRequest) Validate() error {
 	var v violations

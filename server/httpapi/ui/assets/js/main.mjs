@@ -13,6 +13,7 @@ import { JobsView } from './views/jobs.mjs';
 import { JobView } from './views/job.mjs';
 import { NodeView } from './views/node.mjs';
 import { NodesView } from './views/nodes.mjs';
+import { TopologyView } from './views/topology.mjs';
 
 /** The view for a path under /ui/. */
 function route(pathname) {
@@ -24,6 +25,7 @@ function route(pathname) {
   if (parts[0] === 'evaluations' && parts[1]) return { nav: 'evaluations', view: html`<${EvalView} id=${parts[1]} />` };
   if (parts[0] === 'evaluations') return { nav: 'evaluations', view: html`<${EvalsView} />` };
   if (parts[0] === 'nodes') return { nav: 'nodes', view: html`<${NodesView} />` };
+  if (parts[0] === 'topology') return { nav: 'topology', view: html`<${TopologyView} />` };
   if (parts.length === 0 || parts[0] === 'cluster') return { nav: 'cluster', view: html`<${ClusterView} />` };
   return { nav: '', view: html`<h1>Not found</h1><p>The UI has no view at ${pathname}.</p>` };
 }
@@ -64,7 +66,7 @@ function App() {
   return html`
     <header>
       <span class="brand">drover</span>
-      <nav>${link('/ui/cluster', 'cluster', 'Cluster')}${link('/ui/nodes', 'nodes', 'Nodes')}${link('/ui/jobs', 'jobs', 'Jobs')}${link('/ui/evaluations', 'evaluations', 'Evaluations')}</nav>
+      <nav>${link('/ui/cluster', 'cluster', 'Cluster')}${link('/ui/nodes', 'nodes', 'Nodes')}${link('/ui/topology', 'topology', 'Topology')}${link('/ui/jobs', 'jobs', 'Jobs')}${link('/ui/evaluations', 'evaluations', 'Evaluations')}</nav>
       <${Live} />
       <${TokenBox} />
     </header>
