@@ -115,7 +115,7 @@ func TestUIOperations(t *testing.T) {
 		if g, want := got.GetJob().GetTaskGroups()[0].GetResources().GetMemoryMb(), job.GetTaskGroups()[0].GetResources().GetMemoryMb(); g != want {
 			t.Errorf("after the revert the job asks %d MB, want version 0's %d", g, want)
 		}
-		screenshot(browser, t, "job")
+		screenshot(browser, t, "job-reverted")
 	})
 
 	t.Run("drain", func(t *testing.T) {
