@@ -204,7 +204,7 @@ type AutopilotConfig struct {
 }
 
 // DefaultConfig returns the configuration of a server on loopback with the
-// defaults of DESIGN.md section 10.
+// defaults `drover server -h` prints (Nomad's, where both have the knob).
 func DefaultConfig() Config {
 	return Config{
 		RPCAddr:                  "127.0.0.1:4650",

@@ -19,7 +19,7 @@ import (
 	"github.com/droverhq/drover/server/plan"
 )
 
-// Defaults of the leader's evaluation housekeeping (DESIGN.md section 10).
+// Defaults of the leader's evaluation housekeeping (Nomad's values, where both have the knob).
 const (
 	cancelableBatchSize     = 728
 	cancelableSweepInterval = 5 * time.Second

@@ -1,6 +1,6 @@
 package test_test
 
-// Import-direction rules of DESIGN.md section 2, enforced on the real tree.
+// Import-direction rules of docs/architecture.md ("Packages"), enforced on the real tree.
 //
 // Only the non-test imports of each package are checked (go list .Imports
 // excludes _test.go files): tests may reach further down or sideways, e.g.
@@ -60,7 +60,7 @@ internal/loadgen   | proto/... rpc internal/simagent                      | -
 // the policy language (internal/acl) and the audit file (internal/audit)
 // know nothing of gRPC, raft or the state store;
 // the HTTP server only translates to the gRPC services, and the web UI's
-// assets and handler know nothing of drover (DESIGN.md section 2);
+// assets and handler know nothing of drover (docs/architecture.md, "Packages");
 // the server row is narrowed by importedByTable (no cmd, test, internal/mock).
 // rpc takes its TLS credentials and the server-identity check from the
 // server as gRPC credentials and a function, so it does not import
@@ -302,7 +302,7 @@ func TestImportDirection(t *testing.T) {
 	}
 	if len(bad) > 0 {
 		sort.Strings(bad)
-		t.Errorf("%d forbidden import(s) (DESIGN.md section 2: arrows point down the table, never back up):\n%s",
+		t.Errorf("%d forbidden import(s) (docs/architecture.md, Packages: arrows point down the table, never back up):\n%s",
 			len(bad), strings.Join(bad, "\n"))
 	}
 }

@@ -3,9 +3,11 @@ package test_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -89,6 +91,9 @@ func TestMetricsLint(t *testing.T) {
 	for _, s := range c.Servers() {
 		lintMetrics(t, s.String(), scrape(ctx, t, s.Info().HTTPAddr))
 	}
+	// Every query of the Grafana dashboard names a family the leader
+	// exports.
+	waitFamilies(ctx, t, leader.Info().HTTPAddr, dashboardFamilies(t)...)
 
 	t.Run("dev", func(t *testing.T) {
 		dev := exec.CommandContext(ctx, droverBin, "dev", "-rpc-addr", "127.0.0.1:0", "-raft-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0")
@@ -121,4 +126,63 @@ func TestMetricsLint(t *testing.T) {
 		text := waitFamilies(ctx, t, http, "drover_raft_commit_time_seconds", "grpc_server_handled_total", "drover_heartbeat")
 		lintMetrics(t, "drover dev", text)
 	})
+}
+
+// dashboardFamilies reads docs/grafana/drover-cluster.json and returns,
+// for every metric its queries name, the "# TYPE family " line a scrape
+// must hold (a histogram's _bucket, _sum and _count are its family's).
+func dashboardFamilies(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(repoFile("docs/grafana/drover-cluster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	name := regexp.MustCompile(`\b(?:drover|grpc|process)_[a-z0-9_]+\b`)
+	// Label names (grpc_code in a matcher or a by clause) are not metrics.
+	labels := regexp.MustCompile(`(?:by|without)\s*\([^)]*\)|\{[^}]*\}`)
+	seen := map[string]bool{}
+	var lines []string
+	queries := 0
+	for _, p := range dash.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("dashboard panel %q has no query", p.Title)
+		}
+		for _, q := range p.Targets {
+			queries++
+			metrics := name.FindAllString(labels.ReplaceAllString(q.Expr, ""), -1)
+			if len(metrics) == 0 {
+				t.Errorf("dashboard panel %q: query %q names no drover metric", p.Title, q.Expr)
+			}
+			for _, m := range metrics {
+				family := m
+				if strings.HasSuffix(m, "_bucket") {
+					family = strings.TrimSuffix(m, "_bucket")
+				}
+				if !seen[family] {
+					seen[family] = true
+					lines = append(lines, "# TYPE "+family+" ")
+				}
+			}
+		}
+	}
+	if dash.Title == "" || queries < 20 {
+		t.Fatalf("the dashboard %q has %d queries", dash.Title, queries)
+	}
+	return lines
 }

@@ -59,12 +59,7 @@ func TestUIOperations(t *testing.T) {
 			 document.querySelector('#deployment-groups progress')?.value === 1 &&
 			 !!document.querySelector('[data-action="promote"] button')`+noReload)
 		screenshot(browser, t, "deployment")
-		if err := chromedp.Do(browser,
-			chromedp.Click(chromedp.CSS(`[data-action="promote"] button`)),
-			chromedp.Click(chromedp.CSS(`[data-action="promote"] [data-confirm]`)),
-		); err != nil {
-			t.Fatal(err)
-		}
+		confirmAction(browser, t, `[data-action="promote"]`)
 		waitJS(browser, t, "version 1 rolled out: 6 of 6 healthy, successful",
 			`document.querySelector('#deployment-status .status')?.textContent === 'successful' &&
 			 document.querySelector('#deployment-groups [data-field="healthy"]')?.textContent === '6' &&
@@ -81,31 +76,16 @@ func TestUIOperations(t *testing.T) {
 		waitJS(browser, t, "version 2's deployment waiting for its promotion",
 			`!!document.querySelector('#deployment[data-version="2"]') &&
 			 !!document.querySelector('[data-action="fail"] button') && !!document.querySelector('[data-action="promote"] button')`+noReload)
-		if err := chromedp.Do(browser,
-			chromedp.Click(chromedp.CSS(`[data-action="fail"] button`)),
-			chromedp.Click(chromedp.CSS(`[data-action="fail"] [data-confirm]`)),
-		); err != nil {
-			t.Fatal(err)
-		}
+		confirmAction(browser, t, `[data-action="fail"]`)
 		waitJS(browser, t, "version 2's deployment failed",
 			`document.querySelector('#deployment-status .status')?.textContent === 'failed'`+noReload)
-		if err := chromedp.Do(browser,
-			chromedp.Click(chromedp.CSS(`#versions [data-version="0"] [data-action="revert"] button`)),
-			chromedp.Click(chromedp.CSS(`#versions [data-version="0"] [data-action="revert"] [data-confirm]`)),
-		); err != nil {
-			t.Fatal(err)
-		}
+		confirmAction(browser, t, `#versions [data-version="0"] [data-action="revert"]`)
 		waitJS(browser, t, "version 3, version 0 registered again, listed as current",
 			`(document.querySelector('#versions [data-version="3"] h3')?.textContent || '').includes('current') && !document.querySelector('.error')`+noReload)
 		// Version 3 replaces version 1's allocations: a canary first.
 		waitJS(browser, t, "version 3's canary waiting for its promotion",
 			`!!document.querySelector('#deployment[data-version="3"]') && !!document.querySelector('[data-action="promote"] button')`+noReload)
-		if err := chromedp.Do(browser,
-			chromedp.Click(chromedp.CSS(`[data-action="promote"] button`)),
-			chromedp.Click(chromedp.CSS(`[data-action="promote"] [data-confirm]`)),
-		); err != nil {
-			t.Fatal(err)
-		}
+		confirmAction(browser, t, `[data-action="promote"]`)
 		waitJS(browser, t, "version 3 rolled out",
 			`document.querySelector('#deployment[data-version="3"] .status')?.textContent === 'successful'`+noReload)
 		got, err := dc.jobs.Get(ctx, &droverv1.GetJobRequest{JobId: job.GetId()})

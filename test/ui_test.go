@@ -111,6 +111,18 @@ func waitJS(ctx context.Context, t *testing.T, what, expr string) {
 	}
 }
 
+// confirmAction clicks the button of the action the selector names
+// (`[data-action="stop"]`, say), then its confirmation.
+func confirmAction(ctx context.Context, t *testing.T, action string) {
+	t.Helper()
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(action+` button`)),
+		chromedp.Click(chromedp.CSS(action+` [data-confirm]`)),
+	); err != nil {
+		t.Fatalf("browser: %s: %v", action, err)
+	}
+}
+
 // screenshot saves the page as name.png in $DROVER_UI_SCREENSHOTS, if set.
 func screenshot(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
@@ -233,12 +245,7 @@ func TestUI(t *testing.T) {
 			 document.querySelectorAll('#allocations tbody tr').length === 2`, group))
 		screenshot(browser, t, "job")
 
-		if err := chromedp.Do(browser,
-			chromedp.Click(chromedp.CSS(`[data-action="stop"] button`)),
-			chromedp.Click(chromedp.CSS(`[data-action="stop"] [data-confirm]`)),
-		); err != nil {
-			t.Fatal(err)
-		}
+		confirmAction(browser, t, `[data-action="stop"]`)
 		waitJS(browser, t, "web stopped and its allocations not running",
 			`document.getElementById('job-status')?.textContent === 'stopped' &&
 			 !document.querySelector('.error') &&

@@ -91,12 +91,7 @@ func TestUIToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(browser, t, "the job shown to the reader", `document.getElementById('job-status')?.textContent === 'pending'`)
-	if err := chromedp.Do(browser,
-		chromedp.Click(chromedp.CSS(`[data-action="stop"] button`)),
-		chromedp.Click(chromedp.CSS(`[data-action="stop"] [data-confirm]`)),
-	); err != nil {
-		t.Fatal(err)
-	}
+	confirmAction(browser, t, `[data-action="stop"]`)
 	waitJS(browser, t, "the refusal and its reason shown",
 		`/PERMISSION_DENIED: .*job/.test(document.querySelector('[data-action="stop"] .error')?.textContent || '')`)
 	screenshot(browser, t, "refused")

@@ -10,7 +10,7 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// Defaults, after the reference servers (DESIGN.md section 10).
+// Defaults, after the reference servers (Nomad's values, where both have the knob).
 const (
 	DefaultDequeueTimeout     = 500 * time.Millisecond
 	DefaultStateWait          = 5 * time.Second

@@ -1,13 +1,13 @@
 package loadgen
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Metric families the report is built from.
@@ -46,53 +46,19 @@ func scrape(ctx context.Context, client *http.Client, url string) (scrapedMetric
 }
 
 // sumFamilies reads the Prometheus text format and returns, for each
-// wanted metric name, the sum of its samples over all label sets.
+// wanted metric name, the sum of its samples over all label sets (the
+// counters, gauges and untyped samples the report uses).
 func sumFamilies(r io.Reader, names ...string) (map[string]float64, error) {
-	wanted := make(map[string]bool, len(names))
-	for _, n := range names {
-		wanted[n] = true
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
 	}
 	sums := make(map[string]float64, len(names))
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
+	for _, name := range names {
+		for _, m := range families[name].GetMetric() {
+			sums[name] += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 		}
-		name, value, ok := parseSample(line)
-		if !ok || !wanted[name] {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return nil, fmt.Errorf("sample %q: %w", line, err)
-		}
-		sums[name] += v
 	}
-	return sums, sc.Err()
-}
-
-// parseSample splits `name{labels} value [timestamp]` into the name and
-// the value.
-func parseSample(line string) (name, value string, ok bool) {
-	rest := line
-	if i := strings.IndexByte(line, '{'); i >= 0 {
-		j := strings.LastIndexByte(line, '}')
-		if j < i {
-			return "", "", false
-		}
-		name, rest = line[:i], line[j+1:]
-	} else {
-		i := strings.IndexAny(line, " \t")
-		if i < 0 {
-			return "", "", false
-		}
-		name, rest = line[:i], line[i:]
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return "", "", false
-	}
-	return name, fields[0], true
+	return sums, nil
 }

@@ -35,8 +35,8 @@ var (
 	ErrNackTimeoutReached = errors.New("evaluation nack timeout reached")
 )
 
-// Config tunes redelivery. DefaultConfig holds the values of DESIGN.md
-// section 10.
+// Config tunes redelivery. DefaultConfig holds the values Nomad's servers
+// use, which operators of both know (docs/operations.md lists the flags).
 type Config struct {
 	// NackTimeout is how long a dequeued evaluation may stay unacked before
 	// it is taken back as if nacked. Zero or less disables the timer.

@@ -40,7 +40,8 @@ type Thresholds struct {
 	Job time.Duration
 }
 
-// DefaultThresholds returns the thresholds of DESIGN.md section 10.
+// DefaultThresholds returns the default thresholds: Nomad's, where both
+// have the knob.
 func DefaultThresholds() Thresholds {
 	return Thresholds{
 		Node:      24 * time.Hour,

@@ -38,7 +38,7 @@ type Config struct {
 	ThrottledMarkRate float64
 }
 
-// DefaultConfig returns the defaults of DESIGN.md section 10.
+// DefaultConfig returns the defaults: Nomad's, where both have the knob.
 func DefaultConfig() Config {
 	return Config{
 		MinTTL:              10 * time.Second,

@@ -1,6 +1,6 @@
 // Package plan is the leader's plan queue and plan applier: workers submit
 // the plans their schedulers made, and one goroutine checks each against the
-// newest state and commits through raft what still fits (DESIGN.md section 7).
+// newest state and commits through raft what still fits (docs/architecture.md, "Scheduling").
 package plan
 
 import (

@@ -6,5 +6,5 @@
 // Preact and htm, vendored by `make ui-vendor` into assets/vendor/. The UI
 // reads and writes only through the HTTP/JSON API under /v1/, with the
 // operator's token, so it can do nothing the API would not let that token
-// do. The package imports nothing of drover's (docs DESIGN.md section 2).
+// do. The package imports nothing of drover's (docs/architecture.md, "Packages").
 package ui

@@ -28,11 +28,13 @@ func TestDeploymentCommandsAgainstServer(t *testing.T) {
 	}
 	// The deployment names the job's version and creation (a new job is
 	// created at its modify index): the scheduler cancels one that rolls
-	// out another version or an earlier job of the same id.
+	// out another version or an earlier job of the same id. It is applied
+	// now: its progress deadline counts from then, and the deployment
+	// watcher fails one whose deadline has passed.
 	d := &droverv1.Deployment{Id: mock.ID(), JobId: job.GetId(), JobVersion: reg.GetJobVersion(),
 		JobModifyIndex: reg.GetJobModifyIndex(), JobCreateIndex: reg.GetJobModifyIndex(),
 		Groups: map[string]*droverv1.DeploymentGroup{"web": {DesiredTotal: 2, ProgressDeadline: durationpb.New(time.Minute)}}}
-	if _, _, err := srv.Apply(ctx, droverv1.MessageTypePlanResult, &droverv1.PlanResultEntry{Deployment: d, AppliedAt: 1}); err != nil {
+	if _, _, err := srv.Apply(ctx, droverv1.MessageTypePlanResult, &droverv1.PlanResultEntry{Deployment: d, AppliedAt: time.Now().UnixNano()}); err != nil {
 		t.Fatal(err)
 	}
 	mustRun := func(args ...string) string {

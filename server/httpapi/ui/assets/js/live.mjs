@@ -2,6 +2,7 @@
 // reports a change on one of its topics, when the token changes, and, for
 // data the stream does not carry (raft, autopilot), every `every` ms.
 import { useEffect, useState } from '../vendor/preact-hooks.mjs';
+import { coalesced } from './coalesce.mjs';
 import { onEvents, onStreamState } from './events.mjs';
 
 // How often a view with topics loads again while the token may not read
@@ -15,28 +16,17 @@ export function useLive(load, deps, { topics = [], every = 0, match = null } = {
   const [state, setState] = useState({ data: null, error: null });
   useEffect(() => {
     let alive = true;
-    let running = false;
-    let again = false;
     const ctl = new AbortController();
     // At most one load in flight; changes during it cause one more, so a
     // burst of events costs two loads, not one per event.
-    const reload = async () => {
-      if (running) {
-        again = true;
-        return;
+    const reload = coalesced(async () => {
+      try {
+        const data = await load(ctl.signal);
+        if (alive) setState({ data, error: null });
+      } catch (error) {
+        if (alive && error.name !== 'AbortError') setState((s) => ({ data: s.data, error }));
       }
-      running = true;
-      do {
-        again = false;
-        try {
-          const data = await load(ctl.signal);
-          if (alive) setState({ data, error: null });
-        } catch (error) {
-          if (alive && error.name !== 'AbortError') setState((s) => ({ data: s.data, error }));
-        }
-      } while (again && alive);
-      running = false;
-    };
+    });
     reload();
     const touched = (batch) => (batch.events || []).some((e) => topics.includes(e.topic) && (!e.key || match(e)));
     const stop = topics.length ? onEvents(topics, match ? (batch) => touched(batch) && reload() : reload) : () => {};
@@ -49,6 +39,7 @@ export function useLive(load, deps, { topics = [], every = 0, match = null } = {
     window.addEventListener('drover-token', reload);
     return () => {
       alive = false;
+      reload.stop();
       ctl.abort();
       stop();
       clearInterval(timer);
