@@ -55,7 +55,7 @@ func TestAgentFlags(t *testing.T) {
 		},
 	}, {
 		name: "template flags round-robin",
-		args: []string{"-sim-nodes", "4", "-servers", "a:1, b:2", "-datacenters", "dc1,dc2", "-classes", "x",
+		args: []string{"-sim-nodes", "4", "-address", "a:1, b:2", "-datacenters", "dc1,dc2", "-classes", "x",
 			"-cpu", "1000", "-memory", "2048", "-disk", "10", "-attributes", "rack=r1,zone=z"},
 		check: func(t *testing.T, c simagent.Config) {
 			n := c.Nodes[1]
@@ -147,7 +147,7 @@ func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
 func TestAgentRunsNodesAndStopsCleanly(t *testing.T) {
 	srv := testserver.Start(t)
 	before := runtime.NumGoroutine()
-	cfg, err := parseAgent(t, "-sim-nodes", "5", "-servers", srv.RPCAddr())
+	cfg, err := parseAgent(t, "-sim-nodes", "5", "-address", srv.RPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	err = Root(&out, &errOut).ParseAndRun(ctx, args)
+	err = Run(ctx, Root(&out, &errOut), args)
 	return out.String(), errOut.String(), err
 }
 
@@ -370,10 +370,10 @@ func TestUsageErrors(t *testing.T) {
 		{"remove-peer with neither flag", removePeer, "exactly one of -id and -peer-address", "USAGE"},
 		{"remove-peer with both flags", append(removePeer[:3:3], "-id", "s3", "-peer-address", "10.0.0.3:4651"), "exactly one of -id and -peer-address", "USAGE"},
 		{"unexpected argument", append(listPeers[:3:3], "s1"), "unexpected arguments: s1", ""},
-		{"unknown flag", append(serverMembers[:2:2], "-bogus"), "flag provided but not defined: -bogus", "USAGE"},
+		{"unknown flag", append(serverMembers[:2:2], "-bogus"), `unknown flag -bogus for "drover server members"`, ""},
 		{"bad timeout", append(transferLeadership[:3:3], "-timeout", "soon"), "invalid value", ""},
 		{"operator alone", []string{"operator"}, "", "drover operator <subcommand>"},
-		{"unknown raft subcommand", []string{"operator", "raft", "list-servers"}, "", `unknown subcommand "list-servers"`},
+		{"unknown raft subcommand", []string{"operator", "raft", "list-servers"}, `unknown command "list-servers" for "drover operator raft"; did you mean "list-peers"?`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -109,7 +108,7 @@ func raftRemovePeerCommand(stdout, stderr io.Writer) *ffcli.Command {
 			}
 			if (id == "") == (peerAddr == "") {
 				fs.Usage()
-				return errors.New("give exactly one of -id and -peer-address")
+				return usageErrorf("give exactly one of -id and -peer-address")
 			}
 			req := &droverv1.RaftRemovePeerRequest{Id: id, Address: peerAddr}
 			resp, err := callOperator(ctx, opts, stderr, "removing raft peer",
