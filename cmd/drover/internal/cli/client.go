@@ -128,25 +128,22 @@ func (o *clientOptions) secret() string {
 	return strings.TrimSpace(os.Getenv(tokenEnv))
 }
 
-// credentials are the transport credentials of o: TLS once any TLS file is
-// set (incomplete settings are an error), else plaintext.
-func (o *clientOptions) credentials() (credentials.TransportCredentials, error) {
-	cfg := o.tls()
-	if !cfg.Enabled() {
-		return insecure.NewCredentials(), nil
-	}
-	return cfg.ClientCredentials()
-}
-
 // dial connects to a drover server for an operator command, sending the
-// ACL token with every call. agent and bench connect through simagent and
-// loadgen instead, with the credentials of tlsDialOptions.
+// ACL token with every call, over TLS once any TLS file is set
+// (incomplete settings are an error), else plaintext. A call that fails to
+// connect carries its likely cause (connectionError), which report prints.
+// agent and bench connect through simagent and loadgen instead, with the
+// options of tlsDialOptions.
 func (o *clientOptions) dial(addr string) (*grpc.ClientConn, error) {
-	creds, err := o.credentials()
-	if err != nil {
-		return nil, err
+	cfg := o.tls()
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
+	if cfg.Enabled() {
+		var err error
+		if creds, err = cfg.ClientCredentials(); err != nil {
+			return nil, err
+		}
 	}
-	opts := rpc.ClientDialOptions(creds)
+	opts := append(rpc.ClientDialOptions(creds), explainConnectionErrors(addr, cfg.Enabled())...)
 	if secret := o.secret(); secret != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(rpc.TokenCredentials(secret)))
 	}
@@ -207,8 +204,9 @@ func Reported(err error) bool {
 //
 //	Error listing raft peers: no leader (Unavailable)
 //
-// followed by the server's retry advice when the status carries RetryInfo,
-// and a note when the call ran out of time (timeout > 0).
+// followed by the likely cause of a failure to connect (connectionError),
+// the server's retry advice when the status carries RetryInfo, and a note
+// when the call ran out of time (timeout > 0).
 func report(w io.Writer, doing string, err error, timeout time.Duration) error {
 	var msg string
 	st, ok := status.FromError(err)
@@ -218,6 +216,7 @@ func report(w io.Writer, doing string, err error, timeout time.Duration) error {
 		msg = fmt.Sprintf("%s: %v", doing, err)
 	}
 	fmt.Fprintf(w, "Error %s\n", msg)
+	printConnectionCause(w, err)
 	if ok {
 		for _, d := range st.Details() {
 			if ri, isRetry := d.(*errdetails.RetryInfo); isRetry && ri.GetRetryDelay() != nil {

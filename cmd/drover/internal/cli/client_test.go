@@ -445,6 +445,7 @@ func TestServerAddressFromEnvironment(t *testing.T) {
 }
 
 func TestErrorReporting(t *testing.T) {
+	dead := deadAddr(t)
 	t.Setenv(addrEnv, "")
 	retryLater, err := status.New(codes.Unavailable, "no cluster leader").
 		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
@@ -493,11 +494,11 @@ func TestErrorReporting(t *testing.T) {
 		},
 		{
 			name:       "nothing listening",
-			addr:       deadAddr(t),
+			addr:       dead,
 			args:       transferLeadership,
 			wantCode:   codes.Unavailable,
 			wantStderr: "Error transferring leadership: ",
-			wantSuffix: " (Unavailable)\n",
+			wantSuffix: " (Unavailable)\nNothing is listening at " + dead + ": is the server running, and is -address (or $DROVER_ADDR) right?\n",
 		},
 	}
 	for _, tt := range tests {
