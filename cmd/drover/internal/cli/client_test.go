@@ -50,8 +50,9 @@ var (
 type fakeOperator struct {
 	droverv1.UnimplementedOperatorServiceServer
 
-	err   error // when set, every method fails with it
-	block bool  // when set, every method waits for the caller to give up
+	err     error                           // when set, every method fails with it
+	block   bool                            // when set, every method waits for the caller to give up
+	members *droverv1.ServerMembersResponse // ServerMembers' answer instead of fakeMembers
 
 	mu   sync.Mutex
 	reqs []proto.Message
@@ -106,6 +107,9 @@ func (f *fakeOperator) RaftTransferLeadership(ctx context.Context, req *droverv1
 func (f *fakeOperator) ServerMembers(ctx context.Context, req *droverv1.ServerMembersRequest) (*droverv1.ServerMembersResponse, error) {
 	if err := f.record(ctx, req); err != nil {
 		return nil, err
+	}
+	if f.members != nil {
+		return f.members, nil
 	}
 	return fakeMembers, nil
 }
