@@ -82,6 +82,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{"a command's own argument check", []string{"job", "status", "a", "b", "-address", dead}, exitUsage, []string{"error: give at most one job id, not 2", "Run 'drover job status -h' for usage."}},
 		{"a flag out of range", []string{"agent", "-sim-nodes", "0", "-address", dead}, exitUsage, []string{"-sim-nodes 0: give a positive number of nodes"}},
 		{"refused connection", []string{"server", "members", "-address", dead, "-timeout", "5s"}, 1, []string{"Error listing server members", causeRefused + " " + dead}},
+		{"completion for an unknown shell", []string{"completion", "tcsh"}, exitUsage, []string{`no completion for shell "tcsh": want bash, zsh or fish`, "Run 'drover completion -h' for usage."}},
 		{"job plan keeps its own code", []string{"job", "plan", "-address", dead}, planExitError, []string{"give exactly one job file"}},
 	}
 	for _, tt := range tests {
