@@ -91,7 +91,7 @@ func TestAgentFlags(t *testing.T) {
 		{name: "node file and template flags", args: []string{"-sim-nodes", "1", "-node-file", nodeFile, "-cpu", "5"}, wantErr: "replaces -cpu"},
 		{name: "unknown node file field", args: []string{"-sim-nodes", "1", "-node-file", badFile}, wantErr: "unknown field"},
 		{name: "missing node file", args: []string{"-sim-nodes", "1", "-node-file", filepath.Join(t.TempDir(), "none")}, wantErr: "-node-file"},
-		{name: "half the TLS files", args: []string{"-sim-nodes", "1", "-cert-file", "c.pem"}, wantErr: ""},
+		{name: "half the TLS files", args: []string{"-sim-nodes", "1", "-tls-cert-file", "c.pem"}, wantErr: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseAgent(t, tc.args...)
