@@ -28,7 +28,7 @@ func aclCommand(stdout, stderr io.Writer) *ffcli.Command {
 			aclPolicyCommand(stdout, stderr),
 			aclTokenCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -124,7 +124,7 @@ func aclPolicyCommand(stdout, stderr io.Writer) *ffcli.Command {
 			aclPolicyInfoCommand(stdout, stderr),
 			aclPolicyDeleteCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 

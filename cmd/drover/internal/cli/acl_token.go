@@ -30,7 +30,7 @@ func aclTokenCommand(stdout, stderr io.Writer) *ffcli.Command {
 			aclTokenDeleteCommand(stdout, stderr),
 			aclTokenInfoCommand(stdout, stderr, "self"),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 

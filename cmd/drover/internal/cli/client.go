@@ -268,6 +268,6 @@ func noArgs(args []string) error {
 // groupExec is the Exec of a command that only groups subcommands: it
 // prints the usage (by returning flag.ErrHelp). Run has already refused a
 // word that names no subcommand.
-func groupExec(io.Writer) func(context.Context, []string) error {
+func groupExec() func(context.Context, []string) error {
 	return func(context.Context, []string) error { return flag.ErrHelp }
 }

@@ -37,7 +37,7 @@ func deploymentCommand(stdout, stderr io.Writer) *ffcli.Command {
 			deploymentWriteCommand(stdout, stderr, "fail", "Fail a deployment.",
 				"With auto_revert, the job goes back to its latest stable version."),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 

@@ -32,7 +32,7 @@ func evalCommand(stdout, stderr io.Writer) *ffcli.Command {
 			evalListCommand(stdout, stderr),
 			evalStatusCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 

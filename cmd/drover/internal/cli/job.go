@@ -31,7 +31,7 @@ func jobCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			jobHistoryCommand(stdout, stderr),
 			jobRevertCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 

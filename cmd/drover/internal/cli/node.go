@@ -28,7 +28,7 @@ func nodeCommand(stdout, stderr io.Writer) *ffcli.Command {
 			nodeEligibilityCommand(stdout, stderr),
 			nodeDrainCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 

@@ -25,7 +25,7 @@ func operatorCommand(stdout, stderr io.Writer) *ffcli.Command {
 			operatorSchedulerCommand(stdout, stderr),
 			operatorSnapshotCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -43,7 +43,7 @@ func operatorRaftCommand(stdout, stderr io.Writer) *ffcli.Command {
 			raftRemovePeerCommand(stdout, stderr),
 			raftTransferLeadershipCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 

@@ -30,7 +30,7 @@ func operatorSchedulerCommand(stdout, stderr io.Writer) *ffcli.Command {
 			schedulerSetConfigCommand(stdout, stderr),
 			schedulerStatsCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 

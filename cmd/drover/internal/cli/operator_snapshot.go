@@ -33,7 +33,7 @@ func operatorSnapshotCommand(stdout, stderr io.Writer) *ffcli.Command {
 			snapshotInspectCommand(stdout, stderr),
 			snapshotRestoreCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 

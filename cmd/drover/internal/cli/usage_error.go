@@ -18,7 +18,10 @@ type UsageError struct {
 	Err     error
 }
 
+// Error is what was wrong, without the command.
 func (e *UsageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error that was wrong.
 func (e *UsageError) Unwrap() error { return e.Err }
 
 // usageErrorf returns a UsageError with a formatted message. Run fills in
