@@ -3,6 +3,7 @@ module github.com/droverhq/drover
 go 1.26.8
 
 require (
+	github.com/agext/levenshtein v1.2.1
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/armon/go-metrics v0.4.1
 	github.com/chromedp/cdproto v0.159.0
@@ -31,7 +32,6 @@ require (
 )
 
 require (
-	github.com/agext/levenshtein v1.2.1 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

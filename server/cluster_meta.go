@@ -16,8 +16,9 @@ import (
 // a random id and the time of creation, written once through raft as soon
 // as every server in the raft configuration runs a release that knows the
 // entry type. While some server is behind it writes nothing, says once
-// which servers are behind, and waits for the servers table or the raft
-// configuration to change. A leader whose own release does not know the
+// which servers are behind (a warning once one has announced an older
+// release; only a note while none has announced yet, as at every start),
+// and waits for the servers table or the raft configuration to change. A leader whose own release does not know the
 // type does nothing, as a server of that release would.
 type clusterMetadata struct {
 	s  *Server
@@ -61,8 +62,14 @@ func (c *clusterMetadata) run(ctx context.Context) {
 		}
 		if len(behind) > 0 {
 			if desc := describeServers(behind); desc != logged {
-				c.s.logger.Warn("not writing the cluster metadata until every server runs a release that knows it; upgrade these servers",
-					"needs", since, "behind", desc)
+				if noneAnnounced(behind) {
+					// Expected at every start: not worth a warning.
+					c.s.logger.Info("waiting for every server to announce its release before writing the cluster metadata",
+						"needs", since, "behind", desc)
+				} else {
+					c.s.logger.Warn("not writing the cluster metadata until every server runs a release that knows it; upgrade these servers",
+						"needs", since, "behind", desc)
+				}
 				logged = desc
 			}
 			c.waitForChange(ctx, changed, serversIndex)

@@ -38,6 +38,19 @@ func (sv serverVersion) String() string {
 	return sv.id + " (" + sv.version + ")"
 }
 
+// noneAnnounced reports whether no server of servers has announced a
+// release yet: each does once it runs and knows a leader, so right after a
+// cluster starts or a server joins that is a wait, not a server to
+// upgrade.
+func noneAnnounced(servers []serverVersion) bool {
+	for _, sv := range servers {
+		if sv.version != "" {
+			return false
+		}
+	}
+	return true
+}
+
 // describeServers lists servers for logs and errors.
 func describeServers(servers []serverVersion) string {
 	parts := make([]string, len(servers))

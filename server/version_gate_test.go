@@ -164,3 +164,21 @@ func BenchmarkVersionGateCheck(b *testing.B) {
 		})
 	}
 }
+
+func TestNoneAnnounced(t *testing.T) {
+	tests := []struct {
+		name    string
+		servers []serverVersion
+		want    bool
+	}{
+		{"a server just started", []serverVersion{{id: "s1"}}, true},
+		{"several just started", []serverVersion{{id: "s1"}, {id: "s2"}}, true},
+		{"one on an older release", []serverVersion{{id: "s1", version: "0.1.0"}}, false},
+		{"one older, one not announced", []serverVersion{{id: "s1"}, {id: "s2", version: "0.1.0"}}, false},
+	}
+	for _, tt := range tests {
+		if got := noneAnnounced(tt.servers); got != tt.want {
+			t.Errorf("%s: noneAnnounced = %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}

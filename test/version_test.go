@@ -123,6 +123,9 @@ func TestRollingUpgradeWritesClusterMetadata(t *testing.T) {
 			t.Errorf("no leader logged writing cluster id %s", want)
 		}
 	}
+	// `server members` exits 1 while autopilot calls the cluster unhealthy,
+	// as it may just after s3's restart.
+	c.WaitHealthy(ctx, 3)
 	members := runCLI(ctx, t, newBin, "server", "members", "-address", c.Server(1).RPCAddr())
 	if !strings.Contains(members, "Cluster ID: "+want+"\n") {
 		t.Errorf("server members does not show cluster id %s:\n%s", want, members)

@@ -32,6 +32,9 @@ type hclogAdapter struct {
 	// NewHCLogger call (hclog's SetLevel affects related loggers);
 	// hclog.NoLevel means "whatever the slog handler enables".
 	level *atomic.Int32
+	// elections lowers raft's expected start-up election warnings; shared
+	// like level.
+	elections *electionLevels
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
@@ -39,7 +42,8 @@ var _ hclog.Logger = (*hclogAdapter)(nil)
 // NewHCLogger returns an hclog.Logger that writes to l (slog.Default() if nil).
 // name becomes the "component" attribute and Named extends it with dots
 // ("raft", "raft.snapshot"). hclog's Trace maps to LevelTrace and Debug, Info,
-// Warn and Error to the slog levels of the same name.
+// Warn and Error to the slog levels of the same name, except raft's election
+// warnings before any leader is known, which are INFO (electionLevels).
 //
 // SetLevel sets a floor shared by all loggers derived from the returned one; it
 // can only hide records, never make the slog handler emit below its own level.
@@ -47,7 +51,7 @@ func NewHCLogger(l *slog.Logger, name string) hclog.Logger {
 	if l == nil {
 		l = slog.Default()
 	}
-	return (&hclogAdapter{base: l, level: new(atomic.Int32)}).derive(name, nil)
+	return (&hclogAdapter{base: l, level: new(atomic.Int32), elections: new(electionLevels)}).derive(name, nil)
 }
 
 // derive builds a sibling logger with the given name and implied args. The slog
@@ -61,7 +65,7 @@ func (a *hclogAdapter) derive(name string, implied []any) *hclogAdapter {
 	if len(implied) > 0 {
 		l = l.With(attrsAny(implied)...)
 	}
-	return &hclogAdapter{base: a.base, logger: l, name: name, implied: implied, level: a.level}
+	return &hclogAdapter{base: a.base, logger: l, name: name, implied: implied, level: a.level, elections: a.elections}
 }
 
 func toSlogLevel(l hclog.Level) slog.Level {
@@ -93,8 +97,10 @@ func (a *hclogAdapter) enabled(l hclog.Level) bool {
 }
 
 // emit builds the record by hand (the pattern slog documents for wrappers) so
-// the source position is the caller's, skip frames above emit.
+// the source position is the caller's, skip frames above emit. raft's
+// expected start-up election warnings are lowered first (electionLevels).
 func (a *hclogAdapter) emit(skip int, l hclog.Level, msg string, args []any) {
+	l = a.elections.level(l, msg, args)
 	if !a.enabled(l) {
 		return
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,7 +28,7 @@ func aclCommand(stdout, stderr io.Writer) *ffcli.Command {
 			aclPolicyCommand(stdout, stderr),
 			aclTokenCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -125,7 +124,7 @@ func aclPolicyCommand(stdout, stderr io.Writer) *ffcli.Command {
 			aclPolicyInfoCommand(stdout, stderr),
 			aclPolicyDeleteCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -141,7 +140,7 @@ func aclPolicyApplyCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
-				return errors.New("give a policy name and a rules file")
+				return usageErrorf("give a policy name and a rules file")
 			}
 			rules, err := readFileOrStdin(args[1])
 			if err != nil {
@@ -220,7 +219,7 @@ func aclPolicyInfoCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one policy name")
+				return usageErrorf("give exactly one policy name")
 			}
 			resp, err := aclCall(ctx, opts, stderr, "reading policy "+args[0],
 				func(ctx context.Context, c droverv1.ACLServiceClient) (*droverv1.GetACLPolicyResponse, error) {
@@ -253,7 +252,7 @@ func aclPolicyDeleteCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one policy name")
+				return usageErrorf("give exactly one policy name")
 			}
 			resp, err := aclCall(ctx, opts, stderr, "deleting policy "+args[0],
 				func(ctx context.Context, c droverv1.ACLServiceClient) (*droverv1.ACLWriteResponse, error) {

@@ -30,7 +30,7 @@ func aclTokenCommand(stdout, stderr io.Writer) *ffcli.Command {
 			aclTokenDeleteCommand(stdout, stderr),
 			aclTokenInfoCommand(stdout, stderr, "self"),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -174,7 +174,7 @@ func aclTokenUpdateCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one accessor id")
+				return usageErrorf("give exactly one accessor id")
 			}
 			resp, err := aclCall(ctx, opts, stderr, "updating token "+args[0],
 				func(ctx context.Context, c droverv1.ACLServiceClient) (*droverv1.ACLTokenResponse, error) {
@@ -202,7 +202,7 @@ func aclTokenDeleteCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one accessor id")
+				return usageErrorf("give exactly one accessor id")
 			}
 			resp, err := aclCall(ctx, opts, stderr, "deleting token "+args[0],
 				func(ctx context.Context, c droverv1.ACLServiceClient) (*droverv1.ACLWriteResponse, error) {

@@ -15,11 +15,9 @@ import (
 	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
-	"google.golang.org/grpc"
 
 	"github.com/droverhq/drover/internal/simagent"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
-	"github.com/droverhq/drover/rpc"
 )
 
 // agentOptions are the flags of `drover agent`.
@@ -58,7 +56,8 @@ func agentFlags(stderr io.Writer) (*flag.FlagSet, *agentOptions) {
 	fs.SetOutput(stderr)
 	o := &agentOptions{}
 	def := simagent.DefaultTemplate()
-	fs.StringVar(&o.servers, "servers", "", "comma-separated gRPC addresses of servers (default: $"+addrEnv+", else "+defaultAddr+")")
+	fs.StringVar(&o.servers, "address", "", "comma-separated gRPC addresses of servers (default: $"+addrEnv+", else "+defaultAddr+")")
+	aliasFlag(fs, "servers", "address")
 	fs.IntVar(&o.simNodes, "sim-nodes", 0, "number of simulated nodes (required)")
 	fs.StringVar(&o.datacenters, "datacenters", strings.Join(def.Datacenters, ","), "comma-separated datacenters, given to the nodes in turn")
 	fs.StringVar(&o.classes, "classes", strings.Join(def.Classes, ","), "comma-separated node classes, given to the nodes in turn")
@@ -90,7 +89,7 @@ func agentCommand(stdout, stderr io.Writer) *ffcli.Command {
 		LongHelp: "Simulate N agents in this process over the real gRPC API: register, heartbeat,\n" +
 			"long-poll allocations, run them (pending, then running after -start-delay;\n" +
 			"batch work completes after -batch-run-time) and report every change, failing\n" +
-			"over between -servers. Runs until Ctrl-C or SIGTERM; prints a status line\n" +
+			"over between the -address servers. Runs until Ctrl-C or SIGTERM; prints a status line\n" +
 			"every -report-interval.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
@@ -100,7 +99,7 @@ func agentCommand(stdout, stderr io.Writer) *ffcli.Command {
 			o.set = setFlags(fs)
 			cfg, err := o.config()
 			if err != nil {
-				return err
+				return asUsage(err)
 			}
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -146,7 +145,7 @@ func (o *agentOptions) config() (simagent.Config, error) {
 		servers = []string{(&clientOptions{}).serverAddr()}
 	}
 	if len(servers) == 0 {
-		errs = append(errs, fmt.Errorf("-servers %q names no address", o.servers))
+		errs = append(errs, fmt.Errorf("-address %q names no address", o.servers))
 	}
 	dial, err := tlsDialOptions(&o.tls)
 	if err != nil {
@@ -168,35 +167,6 @@ func (o *agentOptions) config() (simagent.Config, error) {
 			Fraction: o.flakyFraction, Every: o.flakyEvery, Offline: o.flakyOffline, ReorderOnReturn: o.reorder,
 		},
 	}, nil
-}
-
-// tlsFileFlags adds -ca-file, -cert-file and -key-file: to every client
-// command through clientFlags, and to agent and bench, which dial many
-// servers themselves.
-func tlsFileFlags(fs *flag.FlagSet, o *clientOptions) {
-	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the cluster CA: connect over TLS and verify the server (default: $"+caFileEnv+")")
-	fs.StringVar(&o.certFile, "cert-file", "", "PEM file of the client certificate presented to the server (default: $"+certFileEnv+")")
-	fs.StringVar(&o.keyFile, "key-file", "", "PEM file of the private key of -cert-file (default: $"+keyFileEnv+")")
-	fs.StringVar(&o.token, "token", "", "secret of the ACL token to call with (default: $"+tokenEnv+")")
-}
-
-// tlsDialOptions are the TLS credentials of the -ca-file, -cert-file and
-// -key-file flags, or none for plaintext. simagent and loadgen add them to
-// their own options (rpc.ClientDialOptions, plaintext), so the codec and
-// message-size limits stay those of every drover client.
-func tlsDialOptions(o *clientOptions) ([]grpc.DialOption, error) {
-	var opts []grpc.DialOption
-	if secret := o.secret(); secret != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(rpc.TokenCredentials(secret)))
-	}
-	if !o.tls().Enabled() {
-		return opts, nil
-	}
-	creds, err := o.credentials()
-	if err != nil {
-		return nil, err
-	}
-	return append(opts, grpc.WithTransportCredentials(creds)), nil
 }
 
 // template is the node template of -node-file or of the flags.

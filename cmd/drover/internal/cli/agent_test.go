@@ -55,7 +55,7 @@ func TestAgentFlags(t *testing.T) {
 		},
 	}, {
 		name: "template flags round-robin",
-		args: []string{"-sim-nodes", "4", "-servers", "a:1, b:2", "-datacenters", "dc1,dc2", "-classes", "x",
+		args: []string{"-sim-nodes", "4", "-address", "a:1, b:2", "-datacenters", "dc1,dc2", "-classes", "x",
 			"-cpu", "1000", "-memory", "2048", "-disk", "10", "-attributes", "rack=r1,zone=z"},
 		check: func(t *testing.T, c simagent.Config) {
 			n := c.Nodes[1]
@@ -91,7 +91,7 @@ func TestAgentFlags(t *testing.T) {
 		{name: "node file and template flags", args: []string{"-sim-nodes", "1", "-node-file", nodeFile, "-cpu", "5"}, wantErr: "replaces -cpu"},
 		{name: "unknown node file field", args: []string{"-sim-nodes", "1", "-node-file", badFile}, wantErr: "unknown field"},
 		{name: "missing node file", args: []string{"-sim-nodes", "1", "-node-file", filepath.Join(t.TempDir(), "none")}, wantErr: "-node-file"},
-		{name: "half the TLS files", args: []string{"-sim-nodes", "1", "-cert-file", "c.pem"}, wantErr: ""},
+		{name: "half the TLS files", args: []string{"-sim-nodes", "1", "-tls-cert-file", "c.pem"}, wantErr: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseAgent(t, tc.args...)
@@ -147,7 +147,7 @@ func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
 func TestAgentRunsNodesAndStopsCleanly(t *testing.T) {
 	srv := testserver.Start(t)
 	before := runtime.NumGoroutine()
-	cfg, err := parseAgent(t, "-sim-nodes", "5", "-servers", srv.RPCAddr())
+	cfg, err := parseAgent(t, "-sim-nodes", "5", "-address", srv.RPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,8 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("drover bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f benchFlags
-	fs.StringVar(&f.servers, "servers", "", "comma-separated gRPC addresses of the cluster's servers (required)")
+	fs.StringVar(&f.servers, "address", "", "comma-separated gRPC addresses of the cluster's servers (required)")
+	aliasFlag(fs, "servers", "address")
 	fs.StringVar(&f.metrics, "metrics", "", "comma-separated http://host:port/metrics URLs of the same servers, in order (for CPU, memory and raft bytes)")
 	fs.StringVar(&f.scenario, "scenario", "", "c1m, churn, scale or heartbeats (required)")
 	fs.Float64Var(&f.scale, "scale", 1, "multiply the scenario's sizes (nodes, jobs, allocations) by this")
@@ -54,7 +55,7 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	tlsFileFlags(fs, &f.tls)
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "drover bench -servers host:port,... -scenario c1m|churn|scale|heartbeats [flags]",
+		ShortUsage: "drover bench -address host:port,... -scenario c1m|churn|scale|heartbeats [flags]",
 		ShortHelp:  "Drive a cluster with simulated nodes and jobs, and report what it did.",
 		LongHelp: "Start simulated nodes against an existing cluster, submit the scenario's jobs,\n" +
 			"wait until the cluster did what each step asked, and report placements and\n" +
@@ -72,7 +73,7 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 			}
 			cfg, err := f.config()
 			if err != nil {
-				return err
+				return asUsage(err)
 			}
 			cfg.Progress = stderr
 			rep, err := loadgen.Run(ctx, cfg)
@@ -94,7 +95,7 @@ func (f benchFlags) config() (loadgen.Config, error) {
 	servers := commaList(f.servers)
 	metrics := commaList(f.metrics)
 	if len(servers) == 0 {
-		errs = append(errs, errors.New("-servers: give at least one server address"))
+		errs = append(errs, errors.New("-address: give at least one server address"))
 	}
 	if len(metrics) > 0 && len(metrics) != len(servers) {
 		errs = append(errs, fmt.Errorf("-metrics: %d URLs for %d servers; give one per server, in the same order", len(metrics), len(servers)))

@@ -37,11 +37,18 @@ const (
 	// defaultTimeout bounds one command's calls unless -timeout says otherwise.
 	defaultTimeout = 30 * time.Second
 	// caFileEnv, certFileEnv and keyFileEnv name the environment variables
-	// read when -ca-file, -cert-file and -key-file are not given (the names
-	// of Nomad's CLI).
-	caFileEnv   = "DROVER_CACERT"
-	certFileEnv = "DROVER_CLIENT_CERT"
-	keyFileEnv  = "DROVER_CLIENT_KEY"
+	// read when -tls-ca-file, -tls-cert-file and -tls-key-file are not
+	// given: the names `drover server` reads for its own flags of the same
+	// names (DROVER_<FLAG>), so one environment serves both.
+	caFileEnv   = "DROVER_TLS_CA_FILE"
+	certFileEnv = "DROVER_TLS_CERT_FILE"
+	keyFileEnv  = "DROVER_TLS_KEY_FILE"
+	// oldCAFileEnv, oldCertFileEnv and oldKeyFileEnv are the variables'
+	// names before they followed the server's (Nomad's names), still read
+	// with a warning for one release.
+	oldCAFileEnv   = "DROVER_CACERT"
+	oldCertFileEnv = "DROVER_CLIENT_CERT"
+	oldKeyFileEnv  = "DROVER_CLIENT_KEY"
 	// tokenEnv names the environment variable read when -token is not
 	// given.
 	tokenEnv = "DROVER_TOKEN"
@@ -56,6 +63,9 @@ type clientOptions struct {
 	certFile string
 	keyFile  string
 	token    string
+	// flags is the flag set the options were defined on; deprecation
+	// warnings go to its output.
+	flags *flag.FlagSet
 }
 
 // clientFlags defines the shared client flags on fs. withJSON adds -json,
@@ -84,20 +94,30 @@ func (o *clientOptions) serverAddr() string {
 	return defaultAddr
 }
 
-// tls resolves the TLS files: each flag, else its environment variable.
-// With none set the connection is plaintext.
+// tls resolves the TLS files: each flag, else its environment variable
+// (else the variable's deprecated name). With none set the connection is
+// plaintext.
 func (o *clientOptions) tls() tlsconfig.Config {
-	pick := func(flag, env string) string {
+	pick := func(flag, env, oldEnv string) string {
 		if flag != "" {
 			return flag
 		}
-		return strings.TrimSpace(os.Getenv(env))
+		return envWithAlias(o.warnings(), env, oldEnv)
 	}
 	return tlsconfig.Config{
-		CAFile:   pick(o.caFile, caFileEnv),
-		CertFile: pick(o.certFile, certFileEnv),
-		KeyFile:  pick(o.keyFile, keyFileEnv),
+		CAFile:   pick(o.caFile, caFileEnv, oldCAFileEnv),
+		CertFile: pick(o.certFile, certFileEnv, oldCertFileEnv),
+		KeyFile:  pick(o.keyFile, keyFileEnv, oldKeyFileEnv),
 	}
+}
+
+// warnings is where deprecation warnings go: the flag set's output
+// (stderr), or os.Stderr for options made without one.
+func (o *clientOptions) warnings() io.Writer {
+	if o.flags == nil {
+		return os.Stderr
+	}
+	return o.flags.Output()
 }
 
 // secret is the ACL token secret: -token, else $DROVER_TOKEN, else none.
@@ -108,25 +128,22 @@ func (o *clientOptions) secret() string {
 	return strings.TrimSpace(os.Getenv(tokenEnv))
 }
 
-// credentials are the transport credentials of o: TLS once any TLS file is
-// set (incomplete settings are an error), else plaintext.
-func (o *clientOptions) credentials() (credentials.TransportCredentials, error) {
-	cfg := o.tls()
-	if !cfg.Enabled() {
-		return insecure.NewCredentials(), nil
-	}
-	return cfg.ClientCredentials()
-}
-
 // dial connects to a drover server for an operator command, sending the
-// ACL token with every call. agent and bench connect through simagent and
-// loadgen instead, with the credentials of tlsDialOptions.
+// ACL token with every call, over TLS once any TLS file is set
+// (incomplete settings are an error), else plaintext. A call that fails to
+// connect carries its likely cause (connectionError), which report prints.
+// agent and bench connect through simagent and loadgen instead, with the
+// options of tlsDialOptions.
 func (o *clientOptions) dial(addr string) (*grpc.ClientConn, error) {
-	creds, err := o.credentials()
-	if err != nil {
-		return nil, err
+	cfg := o.tls()
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
+	if cfg.Enabled() {
+		var err error
+		if creds, err = cfg.ClientCredentials(); err != nil {
+			return nil, err
+		}
 	}
-	opts := rpc.ClientDialOptions(creds)
+	opts := append(rpc.ClientDialOptions(creds), explainConnectionErrors(addr, cfg.Enabled())...)
 	if secret := o.secret(); secret != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(rpc.TokenCredentials(secret)))
 	}
@@ -187,8 +204,9 @@ func Reported(err error) bool {
 //
 //	Error listing raft peers: no leader (Unavailable)
 //
-// followed by the server's retry advice when the status carries RetryInfo,
-// and a note when the call ran out of time (timeout > 0).
+// followed by the likely cause of a failure to connect (connectionError),
+// the server's retry advice when the status carries RetryInfo, and a note
+// when the call ran out of time (timeout > 0).
 func report(w io.Writer, doing string, err error, timeout time.Duration) error {
 	var msg string
 	st, ok := status.FromError(err)
@@ -198,6 +216,7 @@ func report(w io.Writer, doing string, err error, timeout time.Duration) error {
 		msg = fmt.Sprintf("%s: %v", doing, err)
 	}
 	fmt.Fprintf(w, "Error %s\n", msg)
+	printConnectionCause(w, err)
 	if ok {
 		for _, d := range st.Details() {
 			if ri, isRetry := d.(*errdetails.RetryInfo); isRetry && ri.GetRetryDelay() != nil {
@@ -241,19 +260,14 @@ func newTable(w io.Writer) *tabwriter.Writer {
 // noArgs rejects positional arguments, which no client command takes.
 func noArgs(args []string) error {
 	if len(args) > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
+		return usageErrorf("unexpected arguments: %s", strings.Join(args, " "))
 	}
 	return nil
 }
 
 // groupExec is the Exec of a command that only groups subcommands: it
-// prints the usage (by returning flag.ErrHelp), after naming an unknown
-// subcommand if one was given.
-func groupExec(stderr io.Writer) func(context.Context, []string) error {
-	return func(_ context.Context, args []string) error {
-		if len(args) > 0 {
-			fmt.Fprintf(stderr, "unknown subcommand %q\n", args[0])
-		}
-		return flag.ErrHelp
-	}
+// prints the usage (by returning flag.ErrHelp). Run has already refused a
+// word that names no subcommand.
+func groupExec() func(context.Context, []string) error {
+	return func(context.Context, []string) error { return flag.ErrHelp }
 }

@@ -50,8 +50,9 @@ var (
 type fakeOperator struct {
 	droverv1.UnimplementedOperatorServiceServer
 
-	err   error // when set, every method fails with it
-	block bool  // when set, every method waits for the caller to give up
+	err     error                           // when set, every method fails with it
+	block   bool                            // when set, every method waits for the caller to give up
+	members *droverv1.ServerMembersResponse // ServerMembers' answer instead of fakeMembers
 
 	mu   sync.Mutex
 	reqs []proto.Message
@@ -107,6 +108,9 @@ func (f *fakeOperator) ServerMembers(ctx context.Context, req *droverv1.ServerMe
 	if err := f.record(ctx, req); err != nil {
 		return nil, err
 	}
+	if f.members != nil {
+		return f.members, nil
+	}
 	return fakeMembers, nil
 }
 
@@ -152,7 +156,7 @@ func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	err = Root(&out, &errOut).ParseAndRun(ctx, args)
+	err = Run(ctx, Root(&out, &errOut), args)
 	return out.String(), errOut.String(), err
 }
 
@@ -370,10 +374,10 @@ func TestUsageErrors(t *testing.T) {
 		{"remove-peer with neither flag", removePeer, "exactly one of -id and -peer-address", "USAGE"},
 		{"remove-peer with both flags", append(removePeer[:3:3], "-id", "s3", "-peer-address", "10.0.0.3:4651"), "exactly one of -id and -peer-address", "USAGE"},
 		{"unexpected argument", append(listPeers[:3:3], "s1"), "unexpected arguments: s1", ""},
-		{"unknown flag", append(serverMembers[:2:2], "-bogus"), "flag provided but not defined: -bogus", "USAGE"},
+		{"unknown flag", append(serverMembers[:2:2], "-bogus"), `unknown flag -bogus for "drover server members"`, ""},
 		{"bad timeout", append(transferLeadership[:3:3], "-timeout", "soon"), "invalid value", ""},
 		{"operator alone", []string{"operator"}, "", "drover operator <subcommand>"},
-		{"unknown raft subcommand", []string{"operator", "raft", "list-servers"}, "", `unknown subcommand "list-servers"`},
+		{"unknown raft subcommand", []string{"operator", "raft", "list-servers"}, `unknown command "list-servers" for "drover operator raft"; did you mean "list-peers"?`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -445,6 +449,7 @@ func TestServerAddressFromEnvironment(t *testing.T) {
 }
 
 func TestErrorReporting(t *testing.T) {
+	dead := deadAddr(t)
 	t.Setenv(addrEnv, "")
 	retryLater, err := status.New(codes.Unavailable, "no cluster leader").
 		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
@@ -493,11 +498,11 @@ func TestErrorReporting(t *testing.T) {
 		},
 		{
 			name:       "nothing listening",
-			addr:       deadAddr(t),
+			addr:       dead,
 			args:       transferLeadership,
 			wantCode:   codes.Unavailable,
 			wantStderr: "Error transferring leadership: ",
-			wantSuffix: " (Unavailable)\n",
+			wantSuffix: " (Unavailable)\nNothing is listening at " + dead + ": is the server running, and is -address (or $DROVER_ADDR) right?\n",
 		},
 	}
 	for _, tt := range tests {

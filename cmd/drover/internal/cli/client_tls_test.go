@@ -40,25 +40,37 @@ func startTLSFake(t *testing.T, f *fakeOperator, certs *testcerts.Set) string {
 
 func TestClientTLS(t *testing.T) {
 	certs := testcerts.New(t)
-	files := []string{"-ca-file", certs.CAFile, "-cert-file", certs.ClientCertFile, "-key-file", certs.ClientKeyFile}
+	files := []string{"-tls-ca-file", certs.CAFile, "-tls-cert-file", certs.ClientCertFile, "-tls-key-file", certs.ClientKeyFile}
 	tests := []struct {
-		name    string
-		flags   []string
-		env     map[string]string
-		wantErr string // substring of stderr; "" for success
+		name     string
+		flags    []string
+		env      map[string]string
+		wantErr  string // substring of stderr; "" for success
+		wantWarn string // substring of stderr on success
 	}{
 		{name: "flags", flags: files},
 		{name: "environment", env: map[string]string{caFileEnv: certs.CAFile, certFileEnv: certs.ClientCertFile, keyFileEnv: certs.ClientKeyFile}},
 		{name: "flags win over the environment", flags: files, env: map[string]string{caFileEnv: "/nonexistent/ca.pem"}},
+		{
+			name:     "deprecated flag names",
+			flags:    []string{"-ca-file", certs.CAFile, "-cert-file", certs.ClientCertFile, "-key-file", certs.ClientKeyFile},
+			wantWarn: "warning: -ca-file is deprecated and goes in the next release; use -tls-ca-file\n",
+		},
+		{
+			name:     "deprecated environment names",
+			env:      map[string]string{oldCAFileEnv: certs.CAFile, oldCertFileEnv: certs.ClientCertFile, oldKeyFileEnv: certs.ClientKeyFile},
+			wantWarn: "warning: $DROVER_CACERT is deprecated and goes in the next release; use $DROVER_TLS_CA_FILE\n",
+		},
+		{name: "current environment names win over deprecated ones", env: map[string]string{caFileEnv: certs.CAFile, certFileEnv: certs.ClientCertFile, keyFileEnv: certs.ClientKeyFile, oldCAFileEnv: "/nonexistent/ca.pem"}},
 		{name: "plaintext against TLS", wantErr: "(Unavailable)"},
-		{name: "CA without a client certificate", flags: []string{"-ca-file", certs.CAFile}, wantErr: "(Unavailable)"},
-		{name: "certificate without key", flags: []string{"-ca-file", certs.CAFile, "-cert-file", certs.ClientCertFile}, wantErr: "must be given together"},
-		{name: "missing CA file", flags: []string{"-ca-file", "/nonexistent/ca.pem"}, wantErr: "Error connecting to 127.0.0.1:"},
+		{name: "CA without a client certificate", flags: []string{"-tls-ca-file", certs.CAFile}, wantErr: "(Unavailable)"},
+		{name: "certificate without key", flags: []string{"-tls-ca-file", certs.CAFile, "-tls-cert-file", certs.ClientCertFile}, wantErr: "must be given together"},
+		{name: "missing CA file", flags: []string{"-tls-ca-file", "/nonexistent/ca.pem"}, wantErr: "Error connecting to 127.0.0.1:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(addrEnv, "")
-			for _, name := range []string{caFileEnv, certFileEnv, keyFileEnv} {
+			for _, name := range []string{caFileEnv, certFileEnv, keyFileEnv, oldCAFileEnv, oldCertFileEnv, oldKeyFileEnv} {
 				t.Setenv(name, tt.env[name])
 			}
 			fake := &fakeOperator{}
@@ -67,6 +79,9 @@ func TestClientTLS(t *testing.T) {
 			if tt.wantErr == "" {
 				if err != nil || !strings.HasSuffix(stdout, "Cluster healthy: true, failure tolerance: 1\n") {
 					t.Fatalf("error %v; stdout %q; stderr:\n%s", err, stdout, stderr)
+				}
+				if tt.wantWarn == "" && stderr != "" || !strings.Contains(stderr, tt.wantWarn) {
+					t.Errorf("stderr %q, want %q", stderr, tt.wantWarn)
 				}
 				return
 			}

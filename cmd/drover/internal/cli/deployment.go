@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,7 +37,7 @@ func deploymentCommand(stdout, stderr io.Writer) *ffcli.Command {
 			deploymentWriteCommand(stdout, stderr, "fail", "Fail a deployment.",
 				"With auto_revert, the job goes back to its latest stable version."),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -104,7 +103,7 @@ func deploymentStatusCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one deployment id")
+				return usageErrorf("give exactly one deployment id")
 			}
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
 			if err != nil {
@@ -171,7 +170,7 @@ func deploymentWriteCommand(stdout, stderr io.Writer, name, short, long string) 
 		FlagSet:    fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one deployment id")
+				return usageErrorf("give exactly one deployment id")
 			}
 			id := args[0]
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)

@@ -41,17 +41,18 @@ func TestSampleJobCopiesAgree(t *testing.T) {
 
 // TestDevRunsTheSampleJobAndCleansUp runs `drover dev` on free ports until
 // the sample job's allocations run, then stops it: the data dir must be
-// gone.
+// gone. At its default -log-level warn, as `make run` runs it, it starts
+// quietly: nothing is logged by then.
 func TestDevRunsTheSampleJobAndCleansUp(t *testing.T) {
 	root := t.TempDir()
-	o := &devOptions{rpcAddr: "127.0.0.1:0", raftAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0", simNodes: 5, logLevel: "error", tempRoot: root}
+	o := &devOptions{rpcAddr: "127.0.0.1:0", raftAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0", simNodes: 5, logLevel: "warn", tempRoot: root}
 	ctx, cancel := context.WithCancel(t.Context())
-	out := &syncBuffer{}
+	out, logs := &syncBuffer{}, &syncBuffer{}
 	var devErr error // set before stopped is closed
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		devErr = runDev(ctx, o, out, io.Discard)
+		devErr = runDev(ctx, o, out, logs)
 	}()
 	// However the test ends, drover dev must have returned before the
 	// temp root (registered earlier, so removed later) goes.
@@ -92,6 +93,9 @@ func TestDevRunsTheSampleJobAndCleansUp(t *testing.T) {
 		}
 		return running == want, fmt.Sprintf("%d of %d running", running, want)
 	})
+	if logs.String() != "" {
+		t.Errorf("drover dev did not start quietly; it logged:\n%s", logs.String())
+	}
 	for _, hint := range []string{"drover job status", "drover node status", "drover eval list", "EventService/Stream", "/v1/job/", "/metrics", "drover job run", "/ui/"} {
 		if !bytes.Contains([]byte(out.String()), []byte(hint)) {
 			t.Errorf("output does not mention %q:\n%s", hint, out.String())

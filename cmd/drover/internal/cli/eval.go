@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,7 +32,7 @@ func evalCommand(stdout, stderr io.Writer) *ffcli.Command {
 			evalListCommand(stdout, stderr),
 			evalStatusCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -148,7 +147,7 @@ func evalStatusCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one evaluation id")
+				return usageErrorf("give exactly one evaluation id")
 			}
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
 			if err != nil {

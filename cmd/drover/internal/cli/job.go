@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,7 +31,7 @@ func jobCommand(stdin io.Reader, stdout, stderr io.Writer) *ffcli.Command {
 			jobHistoryCommand(stdout, stderr),
 			jobRevertCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -100,7 +99,7 @@ func jobStopCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one job id")
+				return usageErrorf("give exactly one job id")
 			}
 			id := args[0]
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)

@@ -362,7 +362,7 @@ func TestJobRunEndsFollowing(t *testing.T) {
 			}
 		}()
 		var stdout, stderr bytes.Buffer
-		err := Root(&stdout, &stderr).ParseAndRun(ctx, []string{"job", "run", "-address", addr, jobFile})
+		err := Run(ctx, Root(&stdout, &stderr), []string{"job", "run", "-address", addr, jobFile})
 		if err == nil || !Reported(err) {
 			t.Fatalf("error %v, want a reported one", err)
 		}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -93,7 +92,7 @@ func jobHistoryCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one job id")
+				return usageErrorf("give exactly one job id")
 			}
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
 			if err != nil {
@@ -174,7 +173,7 @@ func jobRevertCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
-				return errors.New("give a job id and the version to revert to")
+				return usageErrorf("give a job id and the version to revert to")
 			}
 			id := args[0]
 			version, err := strconv.ParseUint(args[1], 10, 64)

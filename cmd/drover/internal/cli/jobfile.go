@@ -49,7 +49,7 @@ func readJobFile(path string, stdin io.Reader) (*droverv1.Job, error) {
 // session to the servers; closeSession ends it.
 func openJobFile(ctx context.Context, args []string, stdin io.Reader, opts *clientOptions, stderr io.Writer) (context.Context, *session, *droverv1.Job, func(), error) {
 	if len(args) != 1 {
-		return nil, nil, nil, nil, errors.New("give exactly one job file, or - to read it from stdin")
+		return nil, nil, nil, nil, usageErrorf("give exactly one job file, or - to read it from stdin")
 	}
 	job, err := readJobFile(args[0], stdin)
 	if err != nil {

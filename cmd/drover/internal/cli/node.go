@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,7 +28,7 @@ func nodeCommand(stdout, stderr io.Writer) *ffcli.Command {
 			nodeEligibilityCommand(stdout, stderr),
 			nodeDrainCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -42,7 +41,7 @@ func resolveNode(ctx context.Context, s *session, id string) (*droverv1.GetNodeR
 // oneNodeID is the single node id a command was given.
 func oneNodeID(args []string) (string, error) {
 	if len(args) != 1 || args[0] == "" {
-		return "", errors.New("give exactly one node id")
+		return "", usageErrorf("give exactly one node id")
 	}
 	return args[0], nil
 }
@@ -60,7 +59,7 @@ func (f *enableFlags) define(fs *flag.FlagSet, enableUsage, disableUsage string)
 // -enable and -disable was.
 func (f *enableFlags) on() (bool, error) {
 	if f.enable == f.disable {
-		return false, errors.New("give exactly one of -enable and -disable")
+		return false, usageErrorf("give exactly one of -enable and -disable")
 	}
 	return f.enable, nil
 }
@@ -85,12 +84,12 @@ func nodeEligibilityCommand(stdout, stderr io.Writer) *ffcli.Command {
 			eligible, err := onOff.on()
 			if err != nil {
 				fs.Usage()
-				return err
+				return asUsage(err)
 			}
 			id, err := oneNodeID(args)
 			if err != nil {
 				fs.Usage()
-				return err
+				return asUsage(err)
 			}
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
 			if err != nil {

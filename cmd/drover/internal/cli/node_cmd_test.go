@@ -250,7 +250,7 @@ func TestNodeDrainEndsFollowing(t *testing.T) {
 			}
 		}()
 		var stdout, stderr bytes.Buffer
-		err := Root(&stdout, &stderr).ParseAndRun(ctx, []string{"node", "drain", "-enable", "-address", addr, nodeID1})
+		err := Run(ctx, Root(&stdout, &stderr), []string{"node", "drain", "-enable", "-address", addr, nodeID1})
 		if err == nil || !Reported(err) {
 			t.Fatalf("error %v, want a reported one", err)
 		}

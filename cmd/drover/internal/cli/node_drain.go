@@ -65,7 +65,7 @@ func (f *drainFlags) request() (*droverv1.UpdateNodeDrainRequest, error) {
 	}
 	switch {
 	case deadlines > 1:
-		return nil, errors.New("give at most one of -deadline, -no-deadline and -force")
+		return nil, usageErrorf("give at most one of -deadline, -no-deadline and -force")
 	case !enable && deadlines > 0:
 		return nil, errors.New("-deadline, -no-deadline and -force go with -enable")
 	case !enable && f.ignoreSystem:
@@ -116,12 +116,12 @@ func nodeDrainCommand(stdout, stderr io.Writer) *ffcli.Command {
 			req, err := f.request()
 			if err != nil {
 				fs.Usage()
-				return err
+				return asUsage(err)
 			}
 			id, err := oneNodeID(args)
 			if err != nil {
 				fs.Usage()
-				return err
+				return asUsage(err)
 			}
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
 			if err != nil {

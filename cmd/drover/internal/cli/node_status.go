@@ -34,7 +34,7 @@ func nodeStatusCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) > 1 {
-				return fmt.Errorf("give at most one node id, not %d", len(args))
+				return usageErrorf("give at most one node id, not %d", len(args))
 			}
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
 			if err != nil {

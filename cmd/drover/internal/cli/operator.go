@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,7 +25,7 @@ func operatorCommand(stdout, stderr io.Writer) *ffcli.Command {
 			operatorSchedulerCommand(stdout, stderr),
 			operatorSnapshotCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -44,7 +43,7 @@ func operatorRaftCommand(stdout, stderr io.Writer) *ffcli.Command {
 			raftRemovePeerCommand(stdout, stderr),
 			raftTransferLeadershipCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -109,7 +108,7 @@ func raftRemovePeerCommand(stdout, stderr io.Writer) *ffcli.Command {
 			}
 			if (id == "") == (peerAddr == "") {
 				fs.Usage()
-				return errors.New("give exactly one of -id and -peer-address")
+				return usageErrorf("give exactly one of -id and -peer-address")
 			}
 			req := &droverv1.RaftRemovePeerRequest{Id: id, Address: peerAddr}
 			resp, err := callOperator(ctx, opts, stderr, "removing raft peer",

@@ -30,7 +30,7 @@ func operatorSchedulerCommand(stdout, stderr io.Writer) *ffcli.Command {
 			schedulerSetConfigCommand(stdout, stderr),
 			schedulerStatsCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -92,7 +92,7 @@ func (f *setConfigFlags) request() (*droverv1.UpdateSchedulerWorkersRequest, err
 	}
 	switch {
 	case f.pause && f.resume:
-		return nil, errors.New("give at most one of -pause and -resume")
+		return nil, usageErrorf("give at most one of -pause and -resume")
 	case f.pause || f.resume:
 		paused := f.pause
 		req.Paused = &paused
@@ -135,7 +135,7 @@ func schedulerSetConfigCommand(stdout, stderr io.Writer) *ffcli.Command {
 			req, err := f.request()
 			if err != nil {
 				fs.Usage()
-				return err
+				return asUsage(err)
 			}
 			resp, err := callOperator(ctx, opts, stderr, "changing scheduler workers",
 				func(ctx context.Context, c droverv1.OperatorServiceClient) (*droverv1.SchedulerWorkersResponse, error) {

@@ -33,7 +33,7 @@ func operatorSnapshotCommand(stdout, stderr io.Writer) *ffcli.Command {
 			snapshotInspectCommand(stdout, stderr),
 			snapshotRestoreCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
@@ -51,7 +51,7 @@ func snapshotSaveCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one file to write")
+				return usageErrorf("give exactly one file to write")
 			}
 			ctx, s, closeSession, err := openSession(ctx, opts, stderr)
 			if err != nil {
@@ -168,7 +168,7 @@ func snapshotInspectCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet:    fs,
 		Exec: func(_ context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one file to inspect")
+				return usageErrorf("give exactly one file to inspect")
 			}
 			in, err := inspectFile(args[0])
 			if err != nil {
@@ -252,7 +252,7 @@ func snapshotRestoreCommand(stdout, stderr io.Writer) *ffcli.Command {
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
-				return errors.New("give exactly one backup file")
+				return usageErrorf("give exactly one backup file")
 			}
 			meta, err := verifyFile(args[0])
 			if err != nil {

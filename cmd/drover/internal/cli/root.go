@@ -14,7 +14,7 @@ import (
 func Root(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("drover", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	return &ffcli.Command{
+	root := &ffcli.Command{
 		Name:       "drover",
 		ShortUsage: "drover <subcommand> [flags]",
 		ShortHelp:  "drover is a Raft-replicated control plane that decides what runs where.",
@@ -35,4 +35,7 @@ func Root(stdout, stderr io.Writer) *ffcli.Command {
 		},
 		Exec: func(context.Context, []string) error { return flag.ErrHelp },
 	}
+	// completion reads the table it is part of, so its scripts list it too.
+	root.Subcommands = append(root.Subcommands, completionCommand(root, stdout))
+	return root
 }

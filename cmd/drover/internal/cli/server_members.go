@@ -27,7 +27,9 @@ func serverMembersCommand(stdout, stderr io.Writer) *ffcli.Command {
 		ShortUsage: "drover server members [flags]",
 		ShortHelp:  "List the servers with their raft state and health.",
 		LongHelp: "List every server with its version, raft state and health as the leader's\n" +
-			"autopilot sees them, the cluster's id, and whether the cluster as a whole is healthy.",
+			"autopilot sees them, the cluster's id, and whether the cluster as a whole is healthy.\n" +
+			"Exits 1 when the cluster is unhealthy (autopilot's verdict, the \"Cluster healthy\" line),\n" +
+			"naming the unhealthy servers on stderr.",
 		FlagSet: fs,
 		Exec: func(ctx context.Context, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -41,7 +43,10 @@ func serverMembersCommand(stdout, stderr io.Writer) *ffcli.Command {
 				return err
 			}
 			if opts.json {
-				return printJSON(stdout, resp)
+				if err := printJSON(stdout, resp); err != nil {
+					return err
+				}
+				return clusterHealthError(stderr, resp)
 			}
 			tw := newTable(stdout)
 			fmt.Fprintln(tw, "ID\tRPC Address\tRaft Address\tVersion\tRaft State\tVoter\tLeader\tHealthy\tLast Index")
@@ -61,8 +66,10 @@ func serverMembersCommand(stdout, stderr io.Writer) *ffcli.Command {
 			if clusterID == "" {
 				clusterID = "- (not written yet)"
 			}
-			_, err = fmt.Fprintf(stdout, "\nCluster ID: %s\nCluster healthy: %t, failure tolerance: %d\n", clusterID, resp.GetHealthy(), resp.GetFailureTolerance())
-			return err
+			if _, err := fmt.Fprintf(stdout, "\nCluster ID: %s\nCluster healthy: %t, failure tolerance: %d\n", clusterID, resp.GetHealthy(), resp.GetFailureTolerance()); err != nil {
+				return err
+			}
+			return clusterHealthError(stderr, resp)
 		},
 	}
 }

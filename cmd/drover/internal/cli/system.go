@@ -25,7 +25,7 @@ func systemCommand(stdout, stderr io.Writer) *ffcli.Command {
 		Subcommands: []*ffcli.Command{
 			systemGCCommand(stdout, stderr),
 		},
-		Exec: groupExec(stderr),
+		Exec: groupExec(),
 	}
 }
 
