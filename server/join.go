@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/droverhq/drover/fsm/state"
+	"github.com/droverhq/drover/internal/backoff"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -40,7 +41,7 @@ var errWaiting = errors.New("waiting")
 // attempts and saying why it is not progressing. A wait also ends early
 // when the channel from wake (if any) closes.
 func retry(ctx context.Context, logger *slog.Logger, what string, step func(context.Context) error, wake func() <-chan struct{}) {
-	delay := minRetryDelay
+	pace := backoff.Policy{Initial: minRetryDelay, Max: maxRetryDelay}.New()
 	for attempt := 1; ; attempt++ {
 		var woken <-chan struct{}
 		if wake != nil {
@@ -53,6 +54,7 @@ func retry(ctx context.Context, logger *slog.Logger, what string, step func(cont
 			}
 			return
 		}
+		delay := pace.Next(0)
 		level := slog.LevelDebug
 		if attempt > quietAttempts {
 			level = slog.LevelWarn
@@ -67,7 +69,6 @@ func retry(ctx context.Context, logger *slog.Logger, what string, step func(cont
 			timer.Stop()
 		case <-timer.C:
 		}
-		delay = min(2*delay, maxRetryDelay)
 	}
 }
 

@@ -42,7 +42,7 @@ fsm/events     | proto/...                                                | -
 fsm/state      | proto/... fsm/events                                     | -
 fsm            | fsm/state fsm/events proto/...                           | -
 scheduler/...  | proto/... scheduler/...                                  | github.com/hashicorp/go-memdb/... github.com/hashicorp/raft/... google.golang.org/grpc/...
-worker/...     | scheduler/... proto/... worker/...                       | -
+worker/...     | scheduler/... proto/... worker/... internal/backoff      | -
 rpc/...        | fsm/state fsm/events proto/... rpc/... internal/version internal/acl internal/audit | -
 internal/acl   | -                                                        | google.golang.org/grpc/... github.com/hashicorp/raft/... github.com/hashicorp/go-memdb/...
 internal/audit | -                                                        | google.golang.org/grpc/... github.com/hashicorp/raft/...
@@ -51,8 +51,9 @@ server/...     | ...                                                      | -
 server/httpapi | rpc internal/acl server/httpapi/ui proto/...             | -
 server/httpapi/ui | -                                                     | -
 internal/tlsconfig | -                                                    | -
+internal/backoff   | -                                                    | google.golang.org/grpc/... github.com/hashicorp/raft/...
 internal/testcerts | internal/tlsconfig                                   | -
-internal/simagent  | proto/... rpc                                        | -
+internal/simagent  | proto/... rpc internal/backoff                       | -
 internal/loadgen   | proto/... rpc internal/simagent                      | -
 `
 

@@ -7,32 +7,11 @@ import (
 	"runtime"
 	"slices"
 	"testing"
-	"time"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-func TestBackoff(t *testing.T) {
-	tests := []struct {
-		base, limit time.Duration
-		attempt     int
-		want        time.Duration
-	}{
-		{20 * time.Millisecond, 10 * time.Second, 0, 20 * time.Millisecond},
-		{20 * time.Millisecond, 10 * time.Second, 1, 40 * time.Millisecond},
-		{20 * time.Millisecond, 10 * time.Second, 8, 5120 * time.Millisecond},
-		{20 * time.Millisecond, 10 * time.Second, 9, 10 * time.Second},
-		{20 * time.Millisecond, 10 * time.Second, 1000, 10 * time.Second},
-		{time.Second, 500 * time.Millisecond, 0, 500 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		if got := backoff(tt.base, tt.limit, tt.attempt); got != tt.want {
-			t.Errorf("backoff(%v, %v, %d) = %v, want %v", tt.base, tt.limit, tt.attempt, got, tt.want)
-		}
-	}
-}
 
 func TestIsRetryable(t *testing.T) {
 	tests := []struct {

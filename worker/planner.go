@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/droverhq/drover/internal/backoff"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/scheduler"
 )
@@ -69,6 +70,7 @@ func (p *evalPlanner) SubmitPlan(ctx context.Context, plan *droverv1.Plan) (*dro
 // this one.
 func (p *evalPlanner) submit(ctx context.Context, plan *droverv1.Plan) (*droverv1.PlanResult, error) {
 	cfg := p.w.cfg
+	retry := backoff.Policy{Initial: cfg.SubmitBackoffBase, Max: cfg.SubmitBackoffLimit}.New()
 	for attempt := 0; ; attempt++ {
 		p.w.setStatus(StatusSubmitting)
 		start := time.Now()
@@ -80,10 +82,10 @@ func (p *evalPlanner) submit(ctx context.Context, plan *droverv1.Plan) (*droverv
 		if err == nil || !IsRetryable(err) || ctx.Err() != nil {
 			return res, err
 		}
-		d := backoff(cfg.SubmitBackoffBase, cfg.SubmitBackoffLimit, attempt)
+		d := retry.Next(0)
 		p.w.log.Debug("plan submission failed, retrying", "eval_id", p.eval.GetId(), "attempt", attempt+1, "in", d, "error", err)
 		p.w.setStatus(StatusBackoff)
-		if err := sleep(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			return nil, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/droverhq/drover/internal/backoff"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/scheduler"
 )
@@ -30,8 +31,9 @@ type worker struct {
 	retire context.CancelFunc
 
 	// Owned by the worker goroutine.
-	failures  int    // consecutive Dequeue errors
-	planIndex uint64 // index of this worker's last committed plan
+	failures  int              // consecutive Dequeue errors
+	retry     *backoff.Backoff // paces dequeues after errors
+	planIndex uint64           // index of this worker's last committed plan
 
 	mu       sync.Mutex
 	status   Status
@@ -55,6 +57,7 @@ func newWorker(p *Pool, id string) *worker {
 		retire:  retire,
 		status:  StatusStarting,
 		id:      id,
+		retry:   backoff.Policy{Initial: p.cfg.BackoffBase, Max: p.cfg.BackoffLimit}.New(),
 	}
 }
 
@@ -107,11 +110,12 @@ func (w *worker) dequeue() (ev *droverv1.Evaluation, token string, waitIndex uin
 			return nil, "", 0, false
 		}
 		w.logDequeueError(err)
-		w.backOff(backoff(w.cfg.BackoffBase, w.cfg.BackoffLimit, w.failures))
+		w.backOff(w.retry.Next(0))
 		w.failures++
 		return nil, "", 0, false
 	}
 	w.failures = 0
+	w.retry.Reset()
 	return ev, token, waitIndex, ev != nil
 }
 
@@ -129,7 +133,7 @@ func (w *worker) logDequeueError(err error) {
 // backOff waits d in StatusBackoff, or less if the worker is stopping.
 func (w *worker) backOff(d time.Duration) {
 	w.setStatus(StatusBackoff)
-	_ = sleep(w.idle, d)
+	_ = backoff.Sleep(w.idle, d)
 }
 
 // handle processes one dequeued evaluation and acks or nacks it.

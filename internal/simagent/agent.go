@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/droverhq/drover/internal/backoff"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -22,9 +23,10 @@ type Agent struct {
 	// address list; it moves on when a call fails there.
 	server atomic.Uint32
 	slots  [numTaskKinds]slot
-	// failures counts consecutive failed calls per task kind. Tasks of one
-	// kind never run at once, and the schedule's lock orders their runs.
-	failures [numTaskKinds]int
+	// retries paces the retries of each task kind after failed calls (nil
+	// until the kind's first failure). Tasks of one kind never run at
+	// once, and the schedule's lock orders their runs.
+	retries [numTaskKinds]*backoff.Backoff
 
 	// status is the droverv1.NodeStatus the servers last told the agent.
 	status atomic.Int32
@@ -94,13 +96,22 @@ func (a *Agent) moveOn(srv uint32, err error) {
 // when the task is to run again.
 func (a *Agent) retryAt(kind taskKind, srv uint32, err error) int64 {
 	a.moveOn(srv, err)
-	a.failures[kind]++
+	if a.retries[kind] == nil {
+		a.retries[kind] = a.f.cfg.retryPolicy().New()
+	}
+	d := a.retries[kind].Next(retryHint(err))
 	if remedyFor(err) == sameServer {
 		a.f.cfg.Logger.Warn("simulated agent call refused", "node", a.node.ID, "err", err)
-		a.failures[kind] = 64 // back off fully: retrying cannot help soon
+		d = a.f.cfg.RetryMax // back off fully: retrying cannot help soon
 	}
-	d := backoffDelay(a.failures[kind], a.f.cfg.RetryMin, a.f.cfg.RetryMax, retryHint(err))
 	return time.Now().Add(d).UnixNano()
+}
+
+// succeeded ends the backoff of a task kind after a call that worked.
+func (a *Agent) succeeded(kind taskKind) {
+	if b := a.retries[kind]; b != nil {
+		b.Reset()
+	}
 }
 
 // register sends Node.Register, then heartbeats at once (a new node
@@ -117,7 +128,7 @@ func (a *Agent) register(ctx context.Context) (int64, bool) {
 		a.f.stats.registerFailures.Add(1)
 		return a.retryAt(taskRegister, srv, err), true
 	}
-	a.failures[taskRegister] = 0
+	a.succeeded(taskRegister)
 	a.registered(resp)
 	a.schedule(taskHeartbeat, time.Now().UnixNano())
 	a.startPolling()
@@ -157,7 +168,7 @@ func (a *Agent) heartbeat(ctx context.Context) (int64, bool) {
 		}
 		return a.retryAt(taskHeartbeat, srv, err), true
 	}
-	a.failures[taskHeartbeat] = 0
+	a.succeeded(taskHeartbeat)
 	return a.beatAccepted(sent, resp), true
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/droverhq/drover/internal/backoff"
 )
 
 // Config is what a Fleet simulates and how it talks to the servers.
@@ -128,6 +130,13 @@ func (c Config) withDefaults() Config {
 }
 
 // validate reports every setting that makes no sense.
+// retryPolicy paces an agent's retries after failed calls: RetryMin
+// doubling up to RetryMax, each spread over ±25% so that agents that failed
+// together (a server went away) do not retry together.
+func (c Config) retryPolicy() backoff.Policy {
+	return backoff.Policy{Initial: c.RetryMin, Max: c.RetryMax, Jitter: 0.25}
+}
+
 func (c Config) validate() error {
 	var errs []error
 	if len(c.Servers) == 0 {

@@ -67,14 +67,15 @@ func (a *Agent) retryUntilDone(ctx context.Context, call rejoinCall) {
 	if !pause(ctx, a.reorderDelay()) {
 		return
 	}
-	for failures := 1; ; failures++ {
+	retry := a.f.cfg.retryPolicy().New()
+	for {
 		client, srv := a.client()
 		err := call(ctx, client)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
 		a.moveOn(srv, err)
-		if !pause(ctx, backoffDelay(failures, a.f.cfg.RetryMin, a.f.cfg.RetryMax, retryHint(err))) {
+		if !pause(ctx, retry.Next(retryHint(err))) {
 			return
 		}
 	}

@@ -1,7 +1,6 @@
 package simagent
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -47,20 +46,4 @@ func remedyFor(err error) remedy {
 func retryHint(err error) time.Duration {
 	d, _ := rpc.RetryHint(err)
 	return d
-}
-
-// backoffDelay is the pause before retry number failures (counting from
-// one): lo doubling up to hi, at least the server's hint (capped at hi, as
-// hints are followed loosely), with a random quarter taken off so that
-// agents that failed together do not retry together.
-func backoffDelay(failures int, lo, hi, hint time.Duration) time.Duration {
-	d := lo
-	for i := 1; i < failures && d < hi; i++ {
-		d *= 2
-	}
-	d = max(min(d, hi), min(hint, hi))
-	if d <= 0 {
-		return 0
-	}
-	return d - rand.N(d/4+1)
 }

@@ -43,29 +43,3 @@ func TestRetryHint(t *testing.T) {
 		t.Errorf("hint of a bare error %s, want 0", got)
 	}
 }
-
-func TestBackoffDelay(t *testing.T) {
-	const lo, hi = 100 * time.Millisecond, 5 * time.Second
-	for _, tc := range []struct {
-		name     string
-		failures int
-		hint     time.Duration
-		want     time.Duration // before the random quarter taken off
-	}{
-		{"first", 1, 0, lo},
-		{"doubles", 4, 0, 8 * lo},
-		{"capped", 30, 0, hi},
-		{"hint followed", 1, time.Second, time.Second},
-		{"hint capped", 1, time.Minute, hi},
-		{"hint below backoff", 6, time.Second, 32 * lo},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for range 100 {
-				got := backoffDelay(tc.failures, lo, hi, tc.hint)
-				if got > tc.want || got < tc.want*3/4 {
-					t.Fatalf("delay %s, want within [%s, %s]", got, tc.want*3/4, tc.want)
-				}
-			}
-		})
-	}
-}

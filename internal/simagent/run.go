@@ -28,7 +28,7 @@ func (a *Agent) startPolling() {
 // a flaky agent is silent its poll is cancelled and waits for the return.
 func (a *Agent) poll(ctx context.Context) {
 	var index uint64
-	failures := 0
+	retry := a.f.cfg.retryPolicy().New()
 	for ctx.Err() == nil {
 		cctx, ok := a.pollCtx(ctx)
 		if !ok {
@@ -45,13 +45,12 @@ func (a *Agent) poll(ctx context.Context) {
 			}
 			a.f.stats.pollFailures.Add(1)
 			a.moveOn(srv, err)
-			failures++
-			if !pause(cctx, backoffDelay(failures, a.f.cfg.RetryMin, a.f.cfg.RetryMax, retryHint(err))) && ctx.Err() != nil {
+			if !pause(cctx, retry.Next(retryHint(err))) && ctx.Err() != nil {
 				return
 			}
 			continue
 		}
-		failures = 0
+		retry.Reset()
 		a.f.stats.polls.Add(1)
 		now := time.Now().UnixNano()
 		a.observeChanges(resp, index, now)
@@ -148,7 +147,7 @@ func (a *Agent) report(ctx context.Context) (int64, bool) {
 		}
 		return a.retryAt(taskReport, srv, err), true
 	}
-	a.failures[taskReport] = 0
+	a.succeeded(taskReport)
 	more := a.reportAccepted(updates, resp)
 	return time.Now().UnixNano(), more
 }
