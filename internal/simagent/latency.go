@@ -2,21 +2,17 @@ package simagent
 
 import (
 	"math"
-	"sync/atomic"
+	"sync"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// latencyBuckets is the number of buckets of a Latency. Bucket i counts the
-// durations in (bound(i-1), bound(i)], bound(i) = 1µs·2^(i/4): four
-// buckets per doubling, from 1µs to about an hour (the last bucket also
-// takes anything longer).
-const latencyBuckets = 128
-
-// Latency is a histogram of durations over fixed log-spaced buckets, so
-// that it costs the same memory (about 1 KiB) however many durations it
-// has seen, and Observe allocates nothing and is safe to call
-// concurrently. A quantile is the upper bound of the bucket it falls in:
-// at most 19% above the true value.
+// Latency records durations in an HDR histogram (HdrHistogram), from 1µs
+// to an hour at 2 significant digits: a quantile is within 1% of the true
+// value and never below it, and the memory (about 30 KiB) does not grow
+// with the observations. Observe allocates nothing and is safe to
+// call concurrently; the zero value is ready to use.
 //
 // A fleet keeps two (see Stats):
 //   - UpdateAlloc latency: how long each answered Node.UpdateAlloc call
@@ -28,60 +24,59 @@ const latencyBuckets = 128
 //     which a placement or a stop reaches its agent. It compares the
 //     servers' clock with the agent's, so it means most on one machine.
 type Latency struct {
-	counts [latencyBuckets]atomic.Uint64
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram // microseconds; nil until the first use
 }
 
-// latencyUnit is the upper bound of bucket 0.
-const latencyUnit = time.Microsecond
+// Bounds of what a Latency tells apart, in microseconds: anything shorter
+// counts as the least (clocks apart give negative ones), anything longer
+// as the most.
+const (
+	latencyLeast       = 1
+	latencyMost        = int64(time.Hour / time.Microsecond)
+	latencySignificant = 2
+)
 
-// bucketOf returns the bucket d falls in.
-func bucketOf(d time.Duration) int {
-	if d <= latencyUnit {
-		return 0
+func newHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(latencyLeast, latencyMost, latencySignificant)
+}
+
+// Observe records one duration.
+func (l *Latency) Observe(d time.Duration) {
+	us := min(max(d.Microseconds(), latencyLeast), latencyMost)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h == nil {
+		l.h = newHistogram()
 	}
-	i := int(math.Ceil(4 * math.Log2(float64(d)/float64(latencyUnit))))
-	return min(max(i, 0), latencyBuckets-1)
+	_ = l.h.RecordValue(us) // in range by construction
 }
-
-// bucketBound returns the upper bound of bucket i.
-func bucketBound(i int) time.Duration {
-	return time.Duration(float64(latencyUnit) * math.Exp2(float64(i)/4))
-}
-
-// Observe records one duration; negative ones (clocks apart) count as zero.
-func (l *Latency) Observe(d time.Duration) { l.counts[bucketOf(d)].Add(1) }
 
 // Count returns how many durations were observed; zero for nil.
 func (l *Latency) Count() uint64 {
 	if l == nil {
 		return 0
 	}
-	var n uint64
-	for i := range l.counts {
-		n += l.counts[i].Load()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h == nil {
+		return 0
 	}
-	return n
+	return uint64(l.h.TotalCount())
 }
 
 // Quantile returns the duration below which a share q (0 to 1) of the
-// observations fall, as the upper bound of its bucket; zero when nothing
-// was observed.
+// observations fall; zero when nothing was observed.
 func (l *Latency) Quantile(q float64) time.Duration {
-	total := l.Count()
-	if total == 0 {
+	if l.Count() == 0 {
 		return 0
 	}
-	rank := uint64(math.Ceil(min(max(q, 0), 1) * float64(total)))
-	rank = max(rank, 1)
-	var seen uint64
-	for i := range l.counts {
-		seen += l.counts[i].Load()
-		if seen >= rank {
-			return bucketBound(i)
-		}
-	}
-	// Observations arrived while counting; the last bucket holds them.
-	return bucketBound(latencyBuckets - 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// At exactly 0 the library answers the low end of the first value's
+	// bucket; just above, its high end, as for every other quantile.
+	p := min(max(q*100, math.SmallestNonzeroFloat64), 100)
+	return time.Duration(l.h.ValueAtQuantile(p)) * time.Microsecond
 }
 
 // Snapshot returns a copy of l as it is now, which later observations do
@@ -90,23 +85,31 @@ func (l *Latency) Snapshot() *Latency {
 	if l == nil {
 		return nil
 	}
-	c := &Latency{}
-	for i := range l.counts {
-		c.counts[i].Store(l.counts[i].Load())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h == nil {
+		return &Latency{}
 	}
-	return c
+	return &Latency{h: hdrhistogram.Import(l.h.Export())}
 }
 
 // Since returns the observations of l that earlier (an earlier snapshot of
 // it, or nil) does not hold: the histogram of an interval.
 func (l *Latency) Since(earlier *Latency) *Latency {
 	c := l.Snapshot()
-	if c == nil || earlier == nil {
+	if c == nil || c.h == nil || earlier == nil {
 		return c
 	}
-	for i := range c.counts {
-		now, before := c.counts[i].Load(), earlier.counts[i].Load()
-		c.counts[i].Store(now - min(now, before))
+	before := earlier.Snapshot()
+	if before.h == nil {
+		return c
 	}
-	return c
+	// Both have the same bounds and precision, so the same buckets.
+	now, then := c.h.Export(), before.h.Export()
+	for i := range now.Counts {
+		if i < len(then.Counts) {
+			now.Counts[i] -= min(now.Counts[i], then.Counts[i])
+		}
+	}
+	return &Latency{h: hdrhistogram.Import(now)}
 }
