@@ -97,6 +97,9 @@ func TestMetricsLint(t *testing.T) {
 
 	t.Run("dev", func(t *testing.T) {
 		dev := exec.CommandContext(ctx, droverBin, "dev", "-rpc-addr", "127.0.0.1:0", "-raft-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0")
+		// The kill below leaves drover dev no time to remove its data dir:
+		// put it in the test's own temp dir.
+		dev.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 		out, err := dev.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
