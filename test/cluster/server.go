@@ -460,7 +460,9 @@ func (s *Server) startRun(expectExit bool, extra ...string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(line[0], line[1:]...)
-	cmd.Env = childEnv()
+	// Temporary files (a dev server's data dir) go in the test's dir: a
+	// server killed without a clean shutdown cannot remove them itself.
+	cmd.Env = append(childEnv(), "TMPDIR="+filepath.Dir(s.logFile))
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
