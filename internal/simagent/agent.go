@@ -95,6 +95,7 @@ func (a *Agent) moveOn(srv uint32, err error) {
 // retryAt handles a failed call of a task made on server srv and returns
 // when the task is to run again.
 func (a *Agent) retryAt(kind taskKind, srv uint32, err error) int64 {
+	a.f.stats.failed(err)
 	a.moveOn(srv, err)
 	if a.retries[kind] == nil {
 		a.retries[kind] = a.f.cfg.retryPolicy().New()

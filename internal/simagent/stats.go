@@ -43,6 +43,10 @@ type Stats struct {
 	// do on the simulated node; finished ones count until the servers
 	// collect them.
 	AllocStatuses map[droverv1.AllocClientStatus]int
+	// LastFailure is the error of the most recent failed Register,
+	// UpdateStatus or UpdateAlloc call, nil while none failed; a fleet's
+	// runner reads it to tell an operator why calls fail.
+	LastFailure error
 }
 
 // counters are the fleet's live counters.
@@ -55,7 +59,14 @@ type counters struct {
 	failovers                                      atomic.Uint64
 	disconnects, returns                           atomic.Uint64
 	updateAllocLatency, getAllocsLatency           Latency
+	lastFailure                                    atomic.Pointer[callFailure]
 }
+
+// callFailure boxes an error for atomic.Pointer.
+type callFailure struct{ err error }
+
+// failed records err as the most recent failed call.
+func (c *counters) failed(err error) { c.lastFailure.Store(&callFailure{err: err}) }
 
 // snapshot copies the counters into a Stats.
 func (c *counters) snapshot() Stats {
@@ -79,5 +90,14 @@ func (c *counters) snapshot() Stats {
 		GetAllocsLatency:   c.getAllocsLatency.Snapshot(),
 		NodeStatuses:       make(map[droverv1.NodeStatus]int),
 		AllocStatuses:      make(map[droverv1.AllocClientStatus]int),
+		LastFailure:        c.lastFailureErr(),
 	}
+}
+
+// lastFailureErr is the most recent failed call's error, or nil.
+func (c *counters) lastFailureErr() error {
+	if f := c.lastFailure.Load(); f != nil {
+		return f.err
+	}
+	return nil
 }

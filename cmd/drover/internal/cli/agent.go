@@ -147,7 +147,7 @@ func (o *agentOptions) config() (simagent.Config, error) {
 	if len(servers) == 0 {
 		errs = append(errs, fmt.Errorf("-address %q names no address", o.servers))
 	}
-	dial, err := tlsDialOptions(&o.tls)
+	dial, err := fleetDialOptions(&o.tls, servers)
 	if err != nil {
 		errs = append(errs, err)
 	}

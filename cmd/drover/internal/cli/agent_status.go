@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -27,6 +28,7 @@ func runAgents(ctx context.Context, cfg simagent.Config, w io.Writer, interval t
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	last, lastAt := fleet.Stats(), time.Now()
+	var causes failureCauses
 	for {
 		select {
 		case <-ctx.Done():
@@ -34,9 +36,34 @@ func runAgents(ctx context.Context, cfg simagent.Config, w io.Writer, interval t
 		case now := <-ticker.C:
 			st := fleet.Stats()
 			fmt.Fprintln(w, statusLine(last, st, now.Sub(lastAt)))
+			causes.report(w, last, st)
 			last, lastAt = st, now
 		}
 	}
+}
+
+// failureCauses tells the operator of a fleet why its calls fail to reach
+// the servers (a server down, a TLS mismatch): the agents retry such
+// calls on their own, so without it the status lines would only show
+// nodes that never become ready. Each cause is said once, and again only
+// after calls have worked in between.
+type failureCauses struct{ said string }
+
+// report prints the likely cause of the calls that failed between prev
+// and cur, unless it was said already.
+func (c *failureCauses) report(w io.Writer, prev, cur simagent.Stats) {
+	if cur.Registrations+cur.HeartbeatsOK+cur.ReportCalls > prev.Registrations+prev.HeartbeatsOK+prev.ReportCalls {
+		c.said = ""
+	}
+	if cur.RegisterFailures+cur.HeartbeatsFailed+cur.ReportFailures == prev.RegisterFailures+prev.HeartbeatsFailed+prev.ReportFailures {
+		return
+	}
+	var ce *connectionError
+	if !errors.As(cur.LastFailure, &ce) || ce.cause == c.said {
+		return
+	}
+	c.said = ce.cause
+	fmt.Fprintf(w, "calls to the servers fail: %v\n%s\n", cur.LastFailure, ce.cause)
 }
 
 // statusLine summarises a fleet over the interval d from prev to cur:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/droverhq/drover/internal/simagent"
+	"github.com/droverhq/drover/internal/testcerts"
 	"github.com/droverhq/drover/internal/testserver"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -49,8 +50,8 @@ func TestAgentFlags(t *testing.T) {
 		name: "defaults",
 		args: []string{"-sim-nodes", "3"},
 		check: func(t *testing.T, c simagent.Config) {
-			if len(c.Nodes) != 3 || len(c.Servers) != 1 || c.Servers[0] != defaultAddr || c.DialOptions != nil {
-				t.Errorf("config %+v: want 3 nodes on %s, plaintext", c, defaultAddr)
+			if len(c.Nodes) != 3 || len(c.Servers) != 1 || c.Servers[0] != defaultAddr || len(c.DialOptions) != len(explainConnectionErrors(defaultAddr, false)) {
+				t.Errorf("config %+v: want 3 nodes on %s, plaintext (only the cause-naming options)", c, defaultAddr)
 			}
 		},
 	}, {
@@ -184,4 +185,45 @@ func TestAgentRunsNodesAndStopsCleanly(t *testing.T) {
 		n := runtime.NumGoroutine()
 		return n <= before, fmt.Sprintf("%d goroutines, %d before", n, before)
 	})
+}
+
+// TestAgentNamesWhyCallsFail: simulated agents retry failed calls on their
+// own, so the status lines must say why the nodes never become ready.
+func TestAgentNamesWhyCallsFail(t *testing.T) {
+	for _, name := range []string{caFileEnv, certFileEnv, keyFileEnv, oldCAFileEnv, oldCertFileEnv, oldKeyFileEnv} {
+		t.Setenv(name, "")
+	}
+	certs := testcerts.New(t)
+	dead := deadAddr(t)
+	tests := []struct {
+		name  string
+		flags []string
+		want  string
+	}{
+		{"nothing listening", []string{"-address", dead}, causeRefused + " " + dead},
+		{"plaintext agent, TLS server", []string{"-address", startTLSFake(t, &fakeOperator{}, certs)}, causePlainTLS},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseAgent(t, append([]string{"-sim-nodes", "2"}, tt.flags...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			out := &syncBuffer{}
+			done := make(chan error, 1)
+			go func() { done <- runAgents(ctx, cfg, out, 50*time.Millisecond) }()
+			waitUntil(t, "the cause named", func() (bool, string) {
+				return strings.Contains(out.String(), "calls to the servers fail: ") && strings.Contains(out.String(), tt.want), out.String()
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(out.String(), tt.want); n != 1 {
+				t.Errorf("cause said %d times, want once while no call works:\n%s", n, out.String())
+			}
+		})
+	}
 }

@@ -78,7 +78,7 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 			cfg.Progress = stderr
 			rep, err := loadgen.Run(ctx, cfg)
 			if err != nil {
-				return err
+				return report(stderr, "running the "+f.scenario+" benchmark", err, f.timeout)
 			}
 			if f.json {
 				return printJSONObject(stdout, rep)
@@ -118,7 +118,7 @@ func (f benchFlags) config() (loadgen.Config, error) {
 	if len(errs) > 0 {
 		return loadgen.Config{}, errors.Join(errs...)
 	}
-	dial, err := tlsDialOptions(&f.tls)
+	dial, err := fleetDialOptions(&f.tls, servers)
 	if err != nil {
 		return loadgen.Config{}, err
 	}

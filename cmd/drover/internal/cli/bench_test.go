@@ -70,3 +70,17 @@ func TestBenchFlagsConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchNamesWhyItCannotStart: a benchmark against a server that is
+// not there reports the failed call and its likely cause.
+func TestBenchNamesWhyItCannotStart(t *testing.T) {
+	dead := deadAddr(t)
+	_, stderr, err := run(t, "bench", "-scenario", "scale", "-scale", "0.001", "-address", dead)
+	t.Logf("stderr:\n%s", stderr)
+	if err == nil || !Reported(err) {
+		t.Fatalf("error %v; want a reported error", err)
+	}
+	if !strings.HasPrefix(stderr, "Error running the scale benchmark: ") || !strings.Contains(stderr, causeRefused+" "+dead) {
+		t.Errorf("stderr does not report the failure and name its cause %q", causeRefused)
+	}
+}

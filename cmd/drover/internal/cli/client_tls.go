@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -25,16 +26,20 @@ func tlsFileFlags(fs *flag.FlagSet, o *clientOptions) {
 	aliasFlag(fs, "key-file", "tls-key-file")
 }
 
-// tlsDialOptions are the TLS credentials of the TLS file flags, or none
-// for plaintext, and the ACL token. simagent and loadgen add them to
-// their own options (rpc.ClientDialOptions, plaintext), so the codec and
-// message-size limits stay those of every drover client.
-func tlsDialOptions(o *clientOptions) ([]grpc.DialOption, error) {
+// fleetDialOptions are the dial options of agent and bench, which connect
+// to servers through simagent and loadgen: the TLS credentials of the TLS
+// file flags (none for plaintext), the ACL token, and the likely cause
+// attached to a call that fails to connect (connectionError). simagent
+// and loadgen add them to their own options (rpc.ClientDialOptions,
+// plaintext), so the codec and message-size limits stay those of every
+// drover client.
+func fleetDialOptions(o *clientOptions, servers []string) ([]grpc.DialOption, error) {
 	var opts []grpc.DialOption
 	if secret := o.secret(); secret != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(rpc.TokenCredentials(secret)))
 	}
 	cfg := o.tls() // once: reading a deprecated variable warns
+	opts = append(opts, explainConnectionErrors(strings.Join(servers, ","), cfg.Enabled())...)
 	if !cfg.Enabled() {
 		return opts, nil
 	}
