@@ -86,6 +86,7 @@ type benchFigures struct {
 	entries, mb, heartbeatsPerSec       float64
 	updP50, updP99, getP50, getP99      float64
 	cpu, rss                            float64
+	cpuPerAlloc, cpuPerWrite, rejected  float64
 }
 
 func (f *benchFigures) add(r *loadgen.Report) {
@@ -93,6 +94,9 @@ func (f *benchFigures) add(r *loadgen.Report) {
 	f.placementsPerSec += r.Total.PlacementsPerSecond
 	f.settled += r.Total.SettledSeconds
 	f.evalsSec += r.Total.EvalsPerSecond
+	f.cpuPerAlloc += r.Total.CPUMillisPerPlacement
+	f.cpuPerWrite += r.CPUMicrosPerWrite
+	f.rejected += r.Total.RejectedPlansPer1000
 	f.entries += float64(r.RaftEntries)
 	f.mb += r.RaftBytes / 1e6
 	for _, s := range r.Steps {
@@ -121,6 +125,7 @@ func (f *benchFigures) report(b *testing.B) {
 		{f.placementsPerSec, "placements/s"}, {f.settled, "all-running-s"}, {f.evalsSec, "evals/s"},
 		{f.entries, "raft-entries"}, {f.mb, "raft-MB"}, {f.updP50, "updatealloc-p50-ms"}, {f.updP99, "updatealloc-p99-ms"},
 		{f.getP50, "getallocs-p50-ms"}, {f.getP99, "getallocs-p99-ms"}, {f.cpu, "server-cpu-s"}, {f.rss, "max-server-rss-MB"},
+		{f.cpuPerAlloc, "server-cpu-ms/alloc"}, {f.cpuPerWrite, "server-cpu-us/write"}, {f.rejected, "rejected-plans/1k-placements"},
 	} {
 		b.ReportMetric(m.v/f.n, m.unit)
 	}

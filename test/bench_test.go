@@ -41,10 +41,21 @@ func BenchmarkClusterWrites(b *testing.B) {
 			for i := range nodes {
 				nodes[i] = mock.Node()
 			}
+			cpu0 := clusterCPU(b, c)
 			latencies := runWriters(b, bc.target.Conn(), nodes, bc.writers)
+			b.ReportMetric(float64((clusterCPU(b, c)-cpu0).Microseconds())/float64(b.N), "server-cpu-us/write")
 			reportLatencies(b, latencies)
 		})
 	}
+}
+
+// clusterCPU sums the CPU time the cluster's server processes have used.
+func clusterCPU(b *testing.B, c *cluster.Cluster) time.Duration {
+	var sum time.Duration
+	for _, s := range c.Servers() {
+		sum += procCPU(b, s.Pid())
+	}
+	return sum
 }
 
 // runWriters registers nodes from writers goroutines and returns every

@@ -3,6 +3,7 @@ package test_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -100,8 +101,39 @@ func TestLoadDriverReportsMatchState(t *testing.T) {
 	if rep.RaftBytes <= 0 || rep.Total.PlacementsPerSecond <= 0 || rep.Total.SettledSeconds <= 0 {
 		t.Errorf("raft bytes %g, placements/s %g, settled after %gs; want all above zero", rep.RaftBytes, rep.Total.PlacementsPerSecond, rep.Total.SettledSeconds)
 	}
+	checkCostFigures(t, rep, nodes, jobs)
 	if rep.UpdateAlloc.Count == 0 || rep.GetAllocs.Count == 0 {
 		t.Errorf("latencies: UpdateAlloc %+v, GetAllocs %+v; want observations", rep.UpdateAlloc, rep.GetAllocs)
+	}
+}
+
+// checkCostFigures checks the report's server-cost figures against its own
+// sums: CPU per placement and per write, and plans rejected per 1,000
+// placements.
+func checkCostFigures(t *testing.T, rep *loadgen.Report, nodes, jobs int) {
+	t.Helper()
+	tot := rep.Total
+	var cpu float64
+	for _, c := range tot.CPUSeconds {
+		cpu += c
+	}
+	if cpu <= 0 || math.Abs(tot.ServerCPUSeconds-cpu) > 1e-9 {
+		t.Errorf("server CPU %g s, per-server figures sum to %g s", tot.ServerCPUSeconds, cpu)
+	}
+	if want := 1e3 * cpu / float64(tot.Placements); math.Abs(tot.CPUMillisPerPlacement-want) > 1e-9 {
+		t.Errorf("CPU per placement %g ms, want %g", tot.CPUMillisPerPlacement, want)
+	}
+	// Every job was registered once, and every allocation was reported
+	// at least once in some UpdateAlloc call; the fleet registered every
+	// node before the steps.
+	if tot.Writes <= uint64(jobs) || rep.Writes < tot.Writes+uint64(nodes) {
+		t.Errorf("writes: %d in the steps, %d in the run; want above %d, and the %d registrations besides", tot.Writes, rep.Writes, jobs, nodes)
+	}
+	if want := 1e6 * cpu / float64(tot.Writes); math.Abs(tot.CPUMicrosPerWrite-want) > 1e-6 {
+		t.Errorf("CPU per write %g us, want %g", tot.CPUMicrosPerWrite, want)
+	}
+	if tot.PlansApplied < uint64(jobs) || tot.PlansPartlyRejected > tot.PlansApplied {
+		t.Errorf("plans applied %d, partly rejected %d; want at least one per job (%d) and no more rejected than applied", tot.PlansApplied, tot.PlansPartlyRejected, jobs)
 	}
 }
 

@@ -15,13 +15,18 @@ const (
 	metricCPU       = "process_cpu_seconds_total"
 	metricRSS       = "process_resident_memory_bytes"
 	metricRaftBytes = "drover_raft_entry_bytes_proposed_total"
+	// The plan applier's counters, kept by whichever server leads.
+	metricPlansApplied  = "drover_plans_applied_total"
+	metricPlansRejected = "drover_plans_partially_rejected_total"
 )
 
 // scrapedMetrics are the metrics the report uses, from one server.
 type scrapedMetrics struct {
-	CPUSeconds float64
-	RSSBytes   float64
-	RaftBytes  float64
+	CPUSeconds    float64
+	RSSBytes      float64
+	RaftBytes     float64
+	PlansApplied  float64
+	PlansRejected float64
 }
 
 // scrape reads one server's metrics endpoint.
@@ -38,11 +43,14 @@ func scrape(ctx context.Context, client *http.Client, url string) (scrapedMetric
 	if resp.StatusCode != http.StatusOK {
 		return scrapedMetrics{}, fmt.Errorf("metrics %s: %s", url, resp.Status)
 	}
-	sums, err := sumFamilies(resp.Body, metricCPU, metricRSS, metricRaftBytes)
+	sums, err := sumFamilies(resp.Body, metricCPU, metricRSS, metricRaftBytes, metricPlansApplied, metricPlansRejected)
 	if err != nil {
 		return scrapedMetrics{}, fmt.Errorf("metrics %s: %w", url, err)
 	}
-	return scrapedMetrics{CPUSeconds: sums[metricCPU], RSSBytes: sums[metricRSS], RaftBytes: sums[metricRaftBytes]}, nil
+	return scrapedMetrics{
+		CPUSeconds: sums[metricCPU], RSSBytes: sums[metricRSS], RaftBytes: sums[metricRaftBytes],
+		PlansApplied: sums[metricPlansApplied], PlansRejected: sums[metricPlansRejected],
+	}, nil
 }
 
 // sumFamilies reads the Prometheus text format and returns, for each
@@ -61,4 +69,26 @@ func sumFamilies(r io.Reader, names ...string) (map[string]float64, error) {
 		}
 	}
 	return sums, nil
+}
+
+// metricsDelta is what the servers counted between two scrapes, summed
+// over the servers.
+type metricsDelta struct {
+	CPUSeconds    float64
+	RaftBytes     float64
+	PlansApplied  float64
+	PlansRejected float64
+}
+
+// delta sums the change of each server's counters from m0 to m1 (nil
+// without metrics URLs).
+func delta(m0, m1 []scrapedMetrics) metricsDelta {
+	var d metricsDelta
+	for i := range m1 {
+		d.CPUSeconds += m1[i].CPUSeconds - m0[i].CPUSeconds
+		d.RaftBytes += m1[i].RaftBytes - m0[i].RaftBytes
+		d.PlansApplied += m1[i].PlansApplied - m0[i].PlansApplied
+		d.PlansRejected += m1[i].PlansRejected - m0[i].PlansRejected
+	}
+	return d
 }

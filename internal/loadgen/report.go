@@ -29,6 +29,11 @@ type Report struct {
 	// the entries the servers proposed as leader in that time.
 	RaftEntries uint64  `json:"raft_entries"`
 	RaftBytes   float64 `json:"raft_bytes"`
+	// Writes counts every write the servers acknowledged over the whole
+	// run, the fleet's registration included (see StepReport.Writes);
+	// CPUMicrosPerWrite divides the servers' CPU time over the run by it.
+	Writes            uint64  `json:"writes"`
+	CPUMicrosPerWrite float64 `json:"server_cpu_us_per_write"`
 	// Servers are the per-server figures, in Config.Servers order.
 	Servers []ServerReport `json:"servers"`
 	// NodesByStatus and AllocsByStatus count the cluster's nodes and
@@ -73,8 +78,30 @@ type StepReport struct {
 	Heartbeats          uint64  `json:"heartbeats"`
 	HeartbeatsPerSecond float64 `json:"heartbeats_per_second"`
 	// CPUSeconds is each server's CPU time used during the step, in
-	// Config.Servers order.
-	CPUSeconds []float64 `json:"cpu_seconds,omitempty"`
+	// Config.Servers order; ServerCPUSeconds their sum.
+	CPUSeconds       []float64 `json:"cpu_seconds,omitempty"`
+	ServerCPUSeconds float64   `json:"server_cpu_seconds"`
+	// Writes counts the writes the servers acknowledged during the step
+	// (Hold included): the agents' Node.Register and Node.UpdateAlloc
+	// calls and the driver's job registrations and deregistrations.
+	// Heartbeats are not counted: one that changes nothing is no write.
+	Writes uint64 `json:"writes"`
+	// CPUMillisPerPlacement and CPUMicrosPerWrite divide
+	// ServerCPUSeconds by Placements and by Writes: what an allocation
+	// costs the servers from placement until it runs (with WaitRunning),
+	// and what a write costs them. Both are 0 without metrics URLs or
+	// without placements or writes. These figures vary less from machine
+	// to machine than the rates.
+	CPUMillisPerPlacement float64 `json:"server_cpu_ms_per_placement"`
+	CPUMicrosPerWrite     float64 `json:"server_cpu_us_per_write"`
+	// PlansApplied counts the plans the leader's plan applier handled
+	// during the step, PlansPartlyRejected those of them with a node
+	// refused (the node had no room left for what another plan put
+	// there first); RejectedPlansPer1000 puts the rejections per 1,000
+	// placements.
+	PlansApplied         uint64  `json:"plans_applied"`
+	PlansPartlyRejected  uint64  `json:"plans_partly_rejected"`
+	RejectedPlansPer1000 float64 `json:"rejected_plans_per_1000_placements"`
 	// UpdateAlloc and GetAllocs are the agents' call latencies during the
 	// step (Hold included).
 	UpdateAlloc Latency `json:"update_alloc"`
@@ -104,16 +131,19 @@ type ServerReport struct {
 func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Fleet: %d nodes, ready after %s\n", r.Nodes, secs(r.FleetReadySeconds))
-	fmt.Fprintf(&b, "%-14s %9s %11s %9s %10s %7s %8s %9s %10s %9s\n",
-		"step", "time", "placements", "placed/s", "settled", "evals", "evals/s", "raft ent", "raft MB", "hb/s")
+	fmt.Fprintf(&b, "%-14s %9s %11s %9s %10s %7s %8s %9s %10s %9s %12s %11s %9s\n",
+		"step", "time", "placements", "placed/s", "settled", "evals", "evals/s", "raft ent", "raft MB", "hb/s",
+		"cpu ms/alloc", "cpu us/wr", "rej/1k")
 	for _, s := range append(slices.Clone(r.Steps), r.Total) {
-		fmt.Fprintf(&b, "%-14s %9s %11d %9.0f %10s %7d %8.1f %9d %10.1f %9.0f\n",
+		fmt.Fprintf(&b, "%-14s %9s %11d %9.0f %10s %7d %8.1f %9d %10.1f %9.0f %12.3f %11.0f %9.1f\n",
 			s.Name, secs(s.Seconds), s.Placements, s.PlacementsPerSecond, secs(s.SettledSeconds),
-			s.Evals, s.EvalsPerSecond, s.RaftEntries, s.RaftBytes/1e6, s.HeartbeatsPerSecond)
+			s.Evals, s.EvalsPerSecond, s.RaftEntries, s.RaftBytes/1e6, s.HeartbeatsPerSecond,
+			s.CPUMillisPerPlacement, s.CPUMicrosPerWrite, s.RejectedPlansPer1000)
 	}
 	fmt.Fprintf(&b, "UpdateAlloc: %d calls, p50 %s, p99 %s\n", r.UpdateAlloc.Count, secs(r.UpdateAlloc.P50Seconds), secs(r.UpdateAlloc.P99Seconds))
 	fmt.Fprintf(&b, "GetAllocs:   %d deliveries, p50 %s, p99 %s\n", r.GetAllocs.Count, secs(r.GetAllocs.P50Seconds), secs(r.GetAllocs.P99Seconds))
 	fmt.Fprintf(&b, "Raft: %d entries, %.1f MB proposed\n", r.RaftEntries, r.RaftBytes/1e6)
+	fmt.Fprintf(&b, "Writes: %d acknowledged, %.0f us of server CPU each over the whole run\n", r.Writes, r.CPUMicrosPerWrite)
 	for _, s := range r.Servers {
 		fmt.Fprintf(&b, "Server %s: CPU %.1f s, max RSS %.0f MB, applied index %d\n", s.Addr, s.CPUSeconds, s.MaxRSSBytes/(1<<20), s.AppliedIndex)
 	}
@@ -176,7 +206,12 @@ func total(steps []StepReport) StepReport {
 		t.Seconds = max(t.Seconds, at+s.Seconds)
 		t.HeldSeconds = max(t.HeldSeconds, at+s.HeldSeconds)
 		t.CPUSeconds = addCPU(t.CPUSeconds, s.CPUSeconds)
+		t.ServerCPUSeconds += s.ServerCPUSeconds
+		t.Writes += s.Writes
+		t.PlansApplied += s.PlansApplied
+		t.PlansPartlyRejected += s.PlansPartlyRejected
 	}
+	t.deriveCosts()
 	if placing > 0 {
 		t.PlacementsPerSecond = float64(t.Placements) / placing
 	}
@@ -198,4 +233,17 @@ func addCPU(sum, step []float64) []float64 {
 		sum[i] += c
 	}
 	return sum
+}
+
+// deriveCosts computes the per-placement and per-write figures from the
+// step's sums.
+func (s *StepReport) deriveCosts() {
+	s.CPUMillisPerPlacement, s.CPUMicrosPerWrite, s.RejectedPlansPer1000 = 0, 0, 0
+	if s.Placements > 0 {
+		s.CPUMillisPerPlacement = 1e3 * s.ServerCPUSeconds / float64(s.Placements)
+		s.RejectedPlansPer1000 = 1e3 * float64(s.PlansPartlyRejected) / float64(s.Placements)
+	}
+	if s.Writes > 0 {
+		s.CPUMicrosPerWrite = 1e6 * s.ServerCPUSeconds / float64(s.Writes)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/droverhq/drover/internal/simagent"
@@ -30,6 +31,9 @@ type runner struct {
 	// began is when the run started, before the fleet registered; the
 	// steps' StartSeconds count from it.
 	began time.Time
+	// jobWrites counts the job registrations and deregistrations the
+	// servers acknowledged.
+	jobWrites atomic.Uint64
 }
 
 // Run starts the fleet, waits until every node is ready, runs the steps in
@@ -124,7 +128,11 @@ func (r *runner) finish(ctx context.Context, rep *Report, idx0 uint64, m0 []scra
 	if err != nil {
 		return err
 	}
-	rep.RaftBytes = raftBytes(m0, m1)
+	d := delta(m0, m1)
+	rep.RaftBytes = d.RaftBytes
+	if rep.Writes = fleetWrites(st) + r.jobWrites.Load(); rep.Writes > 0 {
+		rep.CPUMicrosPerWrite = 1e6 * d.CPUSeconds / float64(rep.Writes)
+	}
 	rss := r.sampler.maxRSS()
 	for i, addr := range r.cfg.Servers {
 		s := ServerReport{Addr: addr, AppliedIndex: idx[i]}
@@ -175,15 +183,6 @@ func (r *runner) scrapeAll(ctx context.Context) ([]scrapedMetrics, error) {
 		out[i] = m
 	}
 	return out, nil
-}
-
-// raftBytes sums the servers' raft bytes proposed between two scrapes.
-func raftBytes(m0, m1 []scrapedMetrics) float64 {
-	var sum float64
-	for i := range m1 {
-		sum += m1[i].RaftBytes - m0[i].RaftBytes
-	}
-	return sum
 }
 
 // poll calls check every pollInterval until it reports true or fails. When

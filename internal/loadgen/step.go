@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/droverhq/drover/internal/simagent"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -36,7 +37,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (StepReport, error) {
 	if err != nil {
 		return sr, err
 	}
-	fs0 := r.fleet.Stats()
+	fs0, jw0 := r.fleet.Stats(), r.jobWrites.Load()
 	r.sampler.setPhase(st.Name)
 	start := time.Now()
 	if err := r.submit(ctx, st); err != nil {
@@ -66,18 +67,26 @@ func (r *runner) runStep(ctx context.Context, st Step) (StepReport, error) {
 	}
 	fs1 := r.fleet.Stats()
 	sr.RaftEntries = idx1 - idx0
-	sr.RaftBytes = raftBytes(m0, m1)
+	d := delta(m0, m1)
+	sr.RaftBytes, sr.ServerCPUSeconds = d.RaftBytes, d.CPUSeconds
+	sr.PlansApplied, sr.PlansPartlyRejected = uint64(d.PlansApplied), uint64(d.PlansRejected)
 	for i := range m1 {
 		sr.CPUSeconds = append(sr.CPUSeconds, m1[i].CPUSeconds-m0[i].CPUSeconds)
 	}
+	sr.Writes = fleetWrites(fs1) - fleetWrites(fs0) + r.jobWrites.Load() - jw0
 	sr.Heartbeats = fs1.HeartbeatsOK - fs0.HeartbeatsOK
 	sr.HeartbeatsPerSecond = float64(sr.Heartbeats) / sr.HeldSeconds
 	sr.UpdateAlloc, sr.GetAllocs = latenciesBetween(fs0, fs1)
 	if err := r.countWork(ctx, &sr, start, idx0, idx1); err != nil {
 		return sr, err
 	}
+	sr.deriveCosts()
 	return sr, nil
 }
+
+// fleetWrites counts the writes the servers acknowledged to the fleet:
+// registrations and allocation reports.
+func fleetWrites(st simagent.Stats) uint64 { return st.Registrations + st.ReportCalls }
 
 // countWork counts the placements and evaluations of the run's jobs that
 // the step caused.
@@ -170,6 +179,7 @@ func (r *runner) write(ctx context.Context, job *droverv1.Job, stop string) erro
 			if err != nil {
 				return fmt.Errorf("loadgen: submit job %s%s: %w", job.GetId(), stop, err)
 			}
+			r.jobWrites.Add(1)
 			return nil
 		}
 		if err := pause(ctx, retryPause); err != nil {
