@@ -130,16 +130,28 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 	resp := &droverv1.GetAllocsResponse{}
 	// An agent's own report rewrites its node's row too, which wakes the
 	// query only to find the same index: the job versions are looked up
-	// once, in the snapshot of the answer actually sent.
+	// once, for the answer actually sent. The snapshot is not kept while
+	// the query waits: thousands of agents wait at once, and each held
+	// snapshot would keep alive every version of the state written since
+	// it was taken.
 	var answered *state.Snapshot
 	_, err := s.query(ctx, &droverv1.QueryOptions{MinIndex: req.GetMinIndex(), MaxWait: durationpb.New(req.EffectiveMaxWait())},
 		func(snap *state.Snapshot) (uint64, error) {
-			allocs, index := snap.AllocsByNode(req.GetNodeId())
-			resp.Allocs, resp.Index, answered = allocs, atLeastOne(index), snap
+			allocs, index := snap.AgentAllocs(req.GetNodeId())
+			resp.Allocs, resp.Index, answered = allocs, atLeastOne(index), nil
+			if index > req.GetMinIndex() {
+				answered = snap // answered now: the query returns without waiting
+			}
 			return resp.Index, nil
 		})
 	if err != nil {
 		return nil, err
+	}
+	if answered == nil {
+		// The wait ended without a change to the node's allocations; a
+		// job version never changes once written, so a newer snapshot
+		// holds the ones these allocations run.
+		answered = s.backend.State().Snapshot()
 	}
 	resp.Jobs = jobVersionsOf(answered, resp.Allocs)
 	return resp, nil

@@ -43,6 +43,13 @@ func (s *allocSet) lastIndex() uint64 {
 	return s.index
 }
 
+// allocMark is a row of the derived node_alloc_marks table: the index of a
+// node's allocation set, written only when it moves.
+type allocMark struct {
+	key   string
+	index uint64
+}
+
 // setChange accumulates one transaction's changes to one set.
 type setChange struct {
 	old      *allocSet
@@ -60,10 +67,19 @@ type setChanges struct {
 	// ownerExists reports whether the node or job a row belongs to still
 	// exists; an empty row of a deleted owner is dropped, not written.
 	ownerExists func(tx *txn, key string) bool
+	// marks, when set, is the table of allocMark rows that follow the
+	// rows' indexes.
+	marks string
 }
 
 func newSetChanges(table string, ownerExists func(tx *txn, key string) bool) *setChanges {
 	return &setChanges{table: table, changes: make(map[string]*setChange), ownerExists: ownerExists}
+}
+
+// withMarks makes the sets keep an allocMark row per set in table.
+func (c *setChanges) withMarks(table string) *setChanges {
+	c.marks = table
+	return c
 }
 
 // peek returns the allocations of a set as the transaction leaves them so
@@ -104,15 +120,39 @@ func (c *setChanges) flush(tx *txn) map[string]*allocSet {
 				if err := tx.db.Delete(c.table, ch.old); err != nil {
 					panic("state: delete from " + c.table + ": " + err.Error())
 				}
+				c.deleteMark(tx, key)
 			}
 			continue
 		}
 		if err := tx.db.Insert(c.table, row); err != nil {
 			panic("state: write " + c.table + ": " + err.Error())
 		}
+		if ch.old == nil || ch.old.index != row.index {
+			c.writeMark(tx, row)
+		}
 		rows[key] = row
 	}
 	return rows
+}
+
+// writeMark records the row's index in the marks table, if any.
+func (c *setChanges) writeMark(tx *txn, row *allocSet) {
+	if c.marks == "" {
+		return
+	}
+	if err := tx.db.Insert(c.marks, &allocMark{key: row.key, index: row.index}); err != nil {
+		panic("state: write " + c.marks + ": " + err.Error())
+	}
+}
+
+// deleteMark drops the mark of a deleted row, if any.
+func (c *setChanges) deleteMark(tx *txn, key string) {
+	if c.marks == "" {
+		return
+	}
+	if _, err := tx.db.DeleteAll(c.marks, indexID, key); err != nil {
+		panic("state: delete from " + c.marks + ": " + err.Error())
+	}
 }
 
 // apply builds the new row: the old allocations minus removed, merged with

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-memdb"
+
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -172,5 +174,65 @@ func mustNil(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fired reports whether any channel of the watch set has been closed.
+func fired(ws memdb.WatchSet) bool {
+	for ch := range ws {
+		select {
+		case <-ch:
+			return true
+		default:
+		}
+	}
+	return false
+}
+
+// TestAgentAllocsWatchIgnoresAgentReports: an agent's GetAllocs waits on
+// AgentAllocs, which must not wake for the agent's own reports (each would
+// cost a pass that finds the index unchanged), while AllocsByNode, which
+// operators' reads use, wakes for every change.
+func TestAgentAllocsWatchIgnoresAgentReports(t *testing.T) {
+	type read func(*Snapshot, string) ([]*droverv1.Allocation, uint64)
+	agent := read((*Snapshot).AgentAllocs)
+	byNode := read((*Snapshot).AllocsByNode)
+	tests := []struct {
+		name  string
+		read  read
+		write func(f *fixture, node *droverv1.Node, job *droverv1.Job, placed *droverv1.Allocation)
+		wake  bool
+	}{
+		{"agent: its own report", agent, func(f *fixture, n *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
+			f.report(n.GetId(), running, a.GetId())
+		}, false},
+		{"agent: another node's placement", agent, func(f *fixture, _ *droverv1.Node, j *droverv1.Job, _ *droverv1.Allocation) {
+			f.place(mock.Alloc(f.node(), j, 1))
+		}, false},
+		{"agent: a placement on the node", agent, func(f *fixture, n *droverv1.Node, j *droverv1.Job, _ *droverv1.Allocation) {
+			f.place(mock.Alloc(n, j, 1))
+		}, true},
+		{"agent: the servers stop its allocation", agent, func(f *fixture, _ *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
+			f.stopAllocs(false, a)
+		}, true},
+		{"by node: the agent's report", byNode, func(f *fixture, n *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
+			f.report(n.GetId(), running, a.GetId())
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			n, job := f.node(), f.job(2)
+			placed := f.place(mock.Alloc(n, job, 0))[0]
+			ws := memdb.NewWatchSet()
+			allocs, _ := tt.read(f.s.snapshot(ws), n.GetId())
+			if len(allocs) != 1 {
+				t.Fatalf("read %d allocations, want 1", len(allocs))
+			}
+			tt.write(f, n, job, placed)
+			if got := fired(ws); got != tt.wake {
+				t.Errorf("watch fired %v, want %v", got, tt.wake)
+			}
+		})
 	}
 }

@@ -33,6 +33,11 @@ const (
 	// written to snapshots: the allocation ids of each node and each job.
 	tableNodeAllocs = "node_allocs"
 	tableJobAllocs  = "job_allocs"
+	// tableNodeAllocMarks is derived from node_allocs: one row per node,
+	// rewritten only when the node's row's index moves (a server-side
+	// change or a membership change), so that an agent's GetAllocs can
+	// wait on it without waking for the agent's own reports.
+	tableNodeAllocMarks = "node_alloc_marks"
 	// tableIPBlocks is one row per block of 256 allocation addresses: which
 	// are held (derived, rebuilt from the allocations) and when the free
 	// ones were last released (kept in snapshots; see ipblocks.go).
@@ -168,6 +173,12 @@ func schema() *memdb.DBSchema {
 			Name: tableNodeAllocs,
 			Indexes: map[string]*memdb.IndexSchema{
 				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*allocSet]{get: func(s *allocSet) string { return s.key }}},
+			},
+		},
+		tableNodeAllocMarks: {
+			Name: tableNodeAllocMarks,
+			Indexes: map[string]*memdb.IndexSchema{
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*allocMark]{get: func(m *allocMark) string { return m.key }}},
 			},
 		},
 		tableIPBlocks: {

@@ -47,21 +47,29 @@ func (s *Snapshot) TableIndexes() iter.Seq2[string, uint64] {
 	}
 }
 
-// first returns the row of table whose index matches args, or the zero T.
+// first returns the row of table whose index matches args, or the zero T,
+// and adds the row's watch to the snapshot's watch set.
 func first[T any](s *Snapshot, table, index string, args ...any) T {
+	watch, row := unwatched[T](s, table, index, args...)
+	s.watch(watch)
+	return row
+}
+
+// unwatched returns what first does and the row's watch channel, without
+// adding it to the snapshot's watch set.
+func unwatched[T any](s *Snapshot, table, index string, args ...any) (<-chan struct{}, T) {
 	var zero T
 	watch, obj, err := s.txn.FirstWatch(table, index, args...)
 	// go-memdb wraps indexer errors with %v, which drops the chain, so a
 	// malformed key (a node id prefix, say) is recognised by its text.
 	if err != nil && (errors.Is(err, errInvalidKey) || strings.Contains(err.Error(), errInvalidKey.Error())) {
-		return zero
+		return nil, zero
 	}
 	mustRead(err, table, index)
-	s.watch(watch)
 	if obj == nil {
-		return zero
+		return watch, zero
 	}
-	return obj.(T)
+	return watch, obj.(T)
 }
 
 // all iterates the rows of table whose index matches args, in key order.
@@ -81,7 +89,7 @@ func all[T any](s *Snapshot, table, index string, args ...any) iter.Seq[T] {
 }
 
 func (s *Snapshot) watch(ch <-chan struct{}) {
-	if s.ws != nil {
+	if s.ws != nil && ch != nil {
 		s.ws.Add(ch)
 	}
 }
@@ -278,6 +286,16 @@ func (s *Snapshot) ListAllocs(p Page) ([]*droverv1.Allocation, string) {
 // it, to find the index unchanged and wait again).
 func (s *Snapshot) AllocsByNode(nodeID string) ([]*droverv1.Allocation, uint64) {
 	set := first[*allocSet](s, tableNodeAllocs, indexID, nodeID)
+	return s.allocsOf(set), set.lastIndex()
+}
+
+// AgentAllocs returns what AllocsByNode does, but a blocking query reading
+// it wakes only when the servers change one of the node's allocations or
+// the set of them: not for the reports of the node's own agent, which would
+// only wake the agent's GetAllocs to find the index unchanged.
+func (s *Snapshot) AgentAllocs(nodeID string) ([]*droverv1.Allocation, uint64) {
+	_, set := unwatched[*allocSet](s, tableNodeAllocs, indexID, nodeID)
+	first[*allocMark](s, tableNodeAllocMarks, indexID, nodeID) // for its watch
 	return s.allocsOf(set), set.lastIndex()
 }
 

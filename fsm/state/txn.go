@@ -34,7 +34,7 @@ func newTxn(db *memdb.MemDB, index uint64) *txn {
 		db:       db.Txn(true),
 		index:    index,
 		tables:   make(map[string]struct{}),
-		nodeSets: newSetChanges(tableNodeAllocs, func(tx *txn, id string) bool { return tx.node(id) != nil }),
+		nodeSets: newSetChanges(tableNodeAllocs, func(tx *txn, id string) bool { return tx.node(id) != nil }).withMarks(tableNodeAllocMarks),
 		jobSets:  newSetChanges(tableJobAllocs, func(tx *txn, id string) bool { return tx.job(id) != nil }),
 		ipBlocks: make(ipChanges),
 	}
