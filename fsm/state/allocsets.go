@@ -174,6 +174,18 @@ func (ch *setChange) apply(key string, index uint64) *allocSet {
 		row.allocs = old
 		return row
 	}
+	if !membership {
+		// Reports and in-place changes only: copy the row and put each
+		// new version in its place, rather than look every allocation of
+		// a job of thousands up in the map for a few changed ones.
+		row.allocs = slices.Clone(old)
+		for id, a := range ch.replaced {
+			if i, found := slices.BinarySearchFunc(row.allocs, id, byAllocIDKey); found {
+				row.allocs[i] = a
+			}
+		}
+		return row
+	}
 	slices.SortFunc(ch.added, byAllocID)
 	allocs := make([]*droverv1.Allocation, 0, len(old)+len(ch.added))
 	i, j := 0, 0
@@ -186,11 +198,15 @@ func (ch *setChange) apply(key string, index uint64) *allocSet {
 			next = ch.added[j]
 			j++
 		}
-		if _, gone := ch.removed[next.GetId()]; gone {
-			continue
+		if len(ch.removed) > 0 {
+			if _, gone := ch.removed[next.GetId()]; gone {
+				continue
+			}
 		}
-		if newer, ok := ch.replaced[next.GetId()]; ok {
-			next = newer
+		if len(ch.replaced) > 0 {
+			if newer, ok := ch.replaced[next.GetId()]; ok {
+				next = newer
+			}
 		}
 		allocs = append(allocs, next)
 	}
@@ -199,6 +215,8 @@ func (ch *setChange) apply(key string, index uint64) *allocSet {
 }
 
 func byAllocID(a, b *droverv1.Allocation) int { return strings.Compare(a.GetId(), b.GetId()) }
+
+func byAllocIDKey(a *droverv1.Allocation, id string) int { return strings.Compare(a.GetId(), id) }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -164,18 +164,17 @@ func listUUID[T any](s *Snapshot, table string, key func(T) string, p Page) ([]T
 	}, key, p)
 }
 
-// uuidText formats 16 key bytes back into UUID text for LowerBound, which
-// takes index arguments rather than keys.
+// uuidText formats a uuidIndex key back into UUID text for LowerBound,
+// which takes index arguments rather than keys.
 func uuidText(key []byte) string {
 	const hexDigits = "0123456789abcdef"
 	var b strings.Builder
 	b.Grow(36)
 	for i, c := range key {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
+		if i == 8 || i == 12 || i == 16 || i == 20 {
 			b.WriteByte('-')
 		}
-		b.WriteByte(hexDigits[c>>4])
-		b.WriteByte(hexDigits[c&0xf])
+		b.WriteByte(hexDigits[c])
 	}
 	return b.String()
 }
