@@ -48,8 +48,10 @@ type ApplierStats struct {
 	// NodesRejected counts the nodes dropped from plans.
 	NodesRejected uint64
 	// AddressesReplaced counts placements that got another address than
-	// their plan asked for, taken meanwhile.
+	// their plan asked for, taken meanwhile; PortsReplaced the dynamic
+	// ports of placements given another number, likewise.
 	AddressesReplaced uint64
+	PortsReplaced     uint64
 }
 
 // Applier is the leader's plan applier: it takes plans from the queue one at
@@ -63,6 +65,7 @@ type Applier struct {
 	raft  Committer
 
 	applied, partiallyRejected, nodesRejected, addressesReplaced atomic.Uint64
+	portsReplaced                                                atomic.Uint64
 
 	// verified, set by tests, is called after each plan is checked.
 	verified func(*droverv1.Plan)
@@ -90,6 +93,7 @@ func (a *Applier) Stats() ApplierStats {
 		PartiallyRejected: a.partiallyRejected.Load(),
 		NodesRejected:     a.nodesRejected.Load(),
 		AddressesReplaced: a.addressesReplaced.Load(),
+		PortsReplaced:     a.portsReplaced.Load(),
 	}
 }
 
@@ -231,8 +235,12 @@ func (a *Applier) failure(ctx context.Context, p *droverv1.Plan, err error) erro
 }
 
 // record logs and counts the rejected nodes of a plan and its replaced
-// addresses.
+// addresses and ports.
 func (a *Applier) record(p *droverv1.Plan, ver verification) {
+	if ver.portsReplaced > 0 {
+		a.portsReplaced.Add(uint64(ver.portsReplaced))
+		a.cfg.Logger.Debug("plan dynamic ports replaced", "eval_id", p.GetEvalId(), "count", ver.portsReplaced)
+	}
 	if ver.replaced > 0 {
 		a.addressesReplaced.Add(uint64(ver.replaced))
 		a.cfg.Logger.Debug("plan addresses replaced", "eval_id", p.GetEvalId(), "count", ver.replaced)

@@ -81,11 +81,15 @@ func (f *fixture) setStatus(nodeID string, status droverv1.NodeStatus) {
 	})
 }
 
-// job registers a mock job with a pending evaluation and returns both as
-// stored.
-func (f *fixture) job() (*droverv1.Job, *droverv1.Evaluation) {
+// job registers a mock job (its group asks for one dynamic port, "http")
+// with a pending evaluation and returns both as stored; edits change the
+// job before it is registered.
+func (f *fixture) job(edits ...func(*droverv1.Job)) (*droverv1.Job, *droverv1.Evaluation) {
 	f.t.Helper()
 	j := mock.Job(1)
+	for _, e := range edits {
+		e(j)
+	}
 	ev := mock.Eval(j, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
 	f.mustWrite("register job", func(i uint64) error {
 		_, _, err := f.st.UpsertJob(i, &droverv1.JobRegisterEntry{Job: j.CloneVT(), Eval: ev.CloneVT(), SubmittedAt: 3})
@@ -344,3 +348,7 @@ func lostStop(id string) *droverv1.AllocStop {
 func plainStop(id string) *droverv1.AllocStop {
 	return &droverv1.AllocStop{AllocId: id, DesiredStatus: droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP}
 }
+
+// staticHTTP makes the job's "http" port a static one: a collision on it
+// is the job's own choice, which the applier must not change.
+func staticHTTP(j *droverv1.Job) { j.TaskGroups[0].Resources.Ports[0].Value = 21999 }

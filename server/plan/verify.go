@@ -36,8 +36,9 @@ type rejection struct {
 type verification struct {
 	accepted []*droverv1.NodePlan
 	rejected []rejection
-	// replaced counts the placements that got another address.
-	replaced int
+	// replaced counts the placements that got another address,
+	// portsReplaced the dynamic ports given another number.
+	replaced, portsReplaced int
 }
 
 // verifier checks the nodes of one plan against a snapshot, with the
@@ -54,8 +55,8 @@ type verifier struct {
 	// replacement never takes one that a later node of the plan wants.
 	asked map[string]struct{}
 	// picker hands out replacement addresses; made on first need.
-	picker   *ippool.Picker
-	replaced int
+	picker                  *ippool.Picker
+	replaced, portsReplaced int
 }
 
 // verifyPlan checks each node of p against snap and inflight (which may
@@ -74,7 +75,7 @@ func verifyPlan(snap *state.Snapshot, p *droverv1.Plan, inflight *overlay, pool 
 		v.accepted.add(np.GetAllocations())
 		out.accepted = append(out.accepted, np)
 	}
-	out.replaced = v.replaced
+	out.replaced, out.portsReplaced = v.replaced, v.portsReplaced
 	return out
 }
 
@@ -106,12 +107,15 @@ func (v *verifier) nodePlan(np *droverv1.NodePlan) (*droverv1.NodePlan, string) 
 	if reason != "" {
 		return np, reason
 	}
-	if count {
-		if reason := v.fits(node, withAddrs, existing); reason != "" {
-			return np, reason
-		}
+	if !count {
+		return withAddrs, ""
 	}
-	return withAddrs, ""
+	held := v.held(node.GetId(), withAddrs, existing)
+	withPorts := v.assignPorts(node, withAddrs, held)
+	if ok, reason, _ := fit.AllocsFit(node, append(held, withPorts.GetAllocations()...)); !ok {
+		return np, reason
+	}
+	return withPorts, ""
 }
 
 // admit applies the node's status and eligibility to the planned
@@ -171,21 +175,24 @@ func updatesOnly(planned, existing []*droverv1.Allocation) bool {
 	return true
 }
 
-// fits counts what the node would hold once the plan is applied: its
+// held returns what the node holds before the node plan's placements: its
 // allocations that hold resources, with the in-flight and accepted ones
 // laid over them, less those this plan marks lost (a plain stop frees
-// nothing: the agent may still run the allocation), plus the planned ones.
-func (v *verifier) fits(node *droverv1.Node, np *droverv1.NodePlan, existing []*droverv1.Allocation) string {
+// nothing: the agent may still run the allocation) and those the node plan
+// places again. They come in id order, so that a fit check over them and
+// then the plan's allocations gives the same reason on every run and
+// names the holder of a port or address the plan wants.
+func (v *verifier) held(nodeID string, np *droverv1.NodePlan, existing []*droverv1.Allocation) []*droverv1.Allocation {
 	proposed := make(map[string]*droverv1.Allocation, len(existing)+len(np.GetAllocations()))
 	for _, a := range existing {
 		if fit.Holds(a) {
 			proposed[a.GetId()] = a
 		}
 	}
-	for _, a := range v.inflight.onNode(node.GetId()) {
+	for _, a := range v.inflight.onNode(nodeID) {
 		proposed[a.GetId()] = a
 	}
-	for _, a := range v.accepted.onNode(node.GetId()) {
+	for _, a := range v.accepted.onNode(nodeID) {
 		proposed[a.GetId()] = a
 	}
 	for _, s := range np.GetStops() {
@@ -196,17 +203,9 @@ func (v *verifier) fits(node *droverv1.Node, np *droverv1.NodePlan, existing []*
 	for _, a := range np.GetAllocations() {
 		delete(proposed, a.GetId())
 	}
-	// What is held first, in id order, then the plan's allocations: the
-	// reason given is the same on every run and names the holder of a
-	// port or address the plan wants.
-	allocs := slices.SortedFunc(maps.Values(proposed), func(a, b *droverv1.Allocation) int {
+	return slices.SortedFunc(maps.Values(proposed), func(a, b *droverv1.Allocation) int {
 		return strings.Compare(a.GetId(), b.GetId())
 	})
-	allocs = append(allocs, np.GetAllocations()...)
-	if ok, reason, _ := fit.AllocsFit(node, allocs); !ok {
-		return reason
-	}
-	return ""
 }
 
 // assignAddresses checks that no planned allocation takes an address that

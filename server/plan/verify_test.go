@@ -59,7 +59,8 @@ var verifyCases = []verifyCase{
 		n := f.node(ready)
 		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, 100, nodeMemory+1)})), nil, []string{"memory"}
 	}},
-	{"port held by desired-stop alloc still running", func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
+	{"static port held by desired-stop alloc still running", func(f *fixture, _ *droverv1.Job, _ *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
+		j, ev := f.job(staticHTTP)
 		n := f.node(ready)
 		old := f.place(f.alloc(n, j, 100, 100))[0]
 		f.report(n.GetId(), running, old.GetId())
@@ -68,7 +69,8 @@ var verifyCases = []verifyCase{
 		a.Resources.Ports[0].Value = port(old)
 		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{a})), nil, []string{"already held by allocation " + old.GetId()}
 	}},
-	{"port held by alloc this plan stops without losing it", func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
+	{"static port held by alloc this plan stops without losing it", func(f *fixture, _ *droverv1.Job, _ *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
+		j, ev := f.job(staticHTTP)
 		n := f.node(ready)
 		old := f.place(f.alloc(n, j, 100, 100))[0]
 		f.report(n.GetId(), running, old.GetId())
@@ -84,7 +86,8 @@ var verifyCases = []verifyCase{
 		a.Resources.Ports[0].Value = port(old)
 		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{a})), nil, []string{""}
 	}},
-	{"port reserved on the node", func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
+	{"static port reserved on the node", func(f *fixture, _ *droverv1.Job, _ *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
+		j, ev := f.job(staticHTTP)
 		n := f.node(ready, func(n *droverv1.Node) { n.Reserved.Ports = []*droverv1.PortRange{{First: 22000, Last: 22010}} })
 		a := f.alloc(n, j, 100, 100)
 		a.Resources.Ports[0].Value = 22005

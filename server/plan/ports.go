@@ -1,0 +1,131 @@
+package plan
+
+import (
+	"math/rand/v2"
+	"slices"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/scheduler/fit"
+)
+
+// assignPorts gives each new placement of the node plan whose dynamic port
+// is held meanwhile (by held, the allocations the node holds with the
+// in-flight and accepted plans laid over it, or by a placement of the
+// node plan before it) another free port of the node's dynamic range, in
+// a copy of the node plan. Workers placing different jobs at the same time
+// draw dynamic ports independently, so on a node both use, one port in
+// about 12,000 collides; without this the later plan would lose the node,
+// and its worker a whole pass, for a number nobody chose. Static ports,
+// and the ports of allocations that exist already (their agents may be
+// using them), are never changed: those collisions stay rejections.
+func (v *verifier) assignPorts(node *droverv1.Node, np *droverv1.NodePlan, held []*droverv1.Allocation) *droverv1.NodePlan {
+	planned := np.GetAllocations()
+	dynamic := make([]map[string]struct{}, len(planned))
+	for i, a := range planned {
+		dynamic[i] = v.dynamicLabels(a)
+	}
+	taken := takenPorts(node, held, planned, dynamic)
+	var out []*droverv1.Allocation
+	for i, a := range planned {
+		if len(dynamic[i]) == 0 || !fit.Holds(a) {
+			continue
+		}
+		for j, p := range a.GetResources().GetPorts() {
+			if _, isDynamic := dynamic[i][p.GetLabel()]; !isDynamic {
+				continue
+			}
+			port := p.GetValue()
+			if _, used := taken[port]; used {
+				if free, ok := freePort(node, taken); ok {
+					out = withPort(out, planned, i, j, free)
+					port = free
+					v.portsReplaced++
+				} // else the fit check names the collision
+			}
+			taken[port] = struct{}{}
+		}
+	}
+	if out == nil {
+		return np
+	}
+	return &droverv1.NodePlan{NodeId: np.GetNodeId(), Allocations: out, Stops: np.GetStops()}
+}
+
+// withPort sets port j of planned allocation i to value, in out: a copy
+// of planned made on first use, holding a copy of each allocation changed.
+func withPort(out, planned []*droverv1.Allocation, i, j int, value int32) []*droverv1.Allocation {
+	if out == nil {
+		out = slices.Clone(planned)
+	}
+	if out[i] == planned[i] {
+		out[i] = planned[i].CloneVT()
+	}
+	out[i].Resources.Ports[j].Value = value
+	return out
+}
+
+// takenPorts are the ports of the node that a planned dynamic port may not
+// take: reserved by the node, held by an allocation, or a port of a planned
+// allocation that is not its to change (dynamic gives, per planned
+// allocation, the labels of its ports that are).
+func takenPorts(node *droverv1.Node, held, planned []*droverv1.Allocation, dynamic []map[string]struct{}) map[int32]struct{} {
+	taken := make(map[int32]struct{}, len(held)+len(planned))
+	for _, r := range node.GetReserved().GetPorts() {
+		for p := r.GetFirst(); p <= r.GetLast() && p > 0; p++ {
+			taken[p] = struct{}{}
+		}
+	}
+	for _, a := range held {
+		for _, p := range a.GetResources().GetPorts() {
+			taken[p.GetValue()] = struct{}{}
+		}
+	}
+	for i, a := range planned {
+		for _, p := range a.GetResources().GetPorts() {
+			if _, isDynamic := dynamic[i][p.GetLabel()]; !isDynamic {
+				taken[p.GetValue()] = struct{}{}
+			}
+		}
+	}
+	return taken
+}
+
+// dynamicLabels returns the labels of the ports the allocation's group asks
+// to have chosen from the dynamic range, when the allocation is a new
+// placement; nil for an allocation that exists already.
+func (v *verifier) dynamicLabels(a *droverv1.Allocation) map[string]struct{} {
+	if v.accepted.alloc(a.GetId()) != nil || v.inflight.alloc(a.GetId()) != nil || v.snap.AllocByID(a.GetId()) != nil {
+		return nil
+	}
+	job := v.snap.JobVersion(a.GetJobId(), a.GetJobVersion())
+	var labels map[string]struct{}
+	for _, tg := range job.GetTaskGroups() {
+		if tg.GetName() != a.GetTaskGroup() {
+			continue
+		}
+		for _, p := range tg.GetResources().GetPorts() {
+			if p.GetValue() == 0 {
+				if labels == nil {
+					labels = make(map[string]struct{})
+				}
+				labels[p.GetLabel()] = struct{}{}
+			}
+		}
+	}
+	return labels
+}
+
+// freePort returns a port of the node's dynamic range not in taken, drawn
+// as the scheduler draws: from a random start, the first free one.
+func freePort(node *droverv1.Node, taken map[int32]struct{}) (int32, bool) {
+	first, last := fit.DynamicPortRange(node)
+	span := int64(last) - int64(first) + 1
+	start := rand.Int64N(span)
+	for i := range span {
+		p := int32(int64(first) + (start+i)%span)
+		if _, used := taken[p]; !used {
+			return p, true
+		}
+	}
+	return 0, false
+}
