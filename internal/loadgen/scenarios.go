@@ -78,6 +78,24 @@ func ScaleUpDown(scale float64) Config {
 	}
 }
 
+// Concurrent compares one job with many at once on 5,000 nodes: a job of
+// 10,000 allocations, then 20 jobs of 500 submitted together, each step
+// waited on until every allocation runs. Concurrent evaluations place on
+// the same nodes from the same state, so the applier refuses the later of
+// two plans that both filled a node; the second step's placements/s
+// against the first's, and its rejected plans per 1,000 placements, show
+// what that costs.
+func Concurrent(scale float64) Config {
+	run := runID()
+	one := Step{Name: "one-job", WaitRunning: true,
+		Jobs: []*droverv1.Job{presetJob("one-"+run, droverv1.JobType_JOB_TYPE_SERVICE, int32(scaled(10000, scale)))}}
+	many := Step{Name: "20-jobs", WaitRunning: true}
+	for i := range 20 {
+		many.Jobs = append(many.Jobs, presetJob(fmt.Sprintf("many-%s-%02d", run, i), droverv1.JobType_JOB_TYPE_SERVICE, int32(scaled(500, scale))))
+	}
+	return Config{Fleet: runningFleet(scaled(5000, scale)), Steps: []Step{one, many}, Timeout: 30 * time.Minute}
+}
+
 // Heartbeats registers nodes heartbeat-only agents (no GetAllocs, no jobs)
 // whose heartbeats are spread as in a fleet long running, and holds them
 // for a minute.

@@ -70,7 +70,6 @@ func NewUsage(node *droverv1.Node) *Usage {
 		capMemory: res.GetMemoryMb() - rsv.GetMemoryMb(),
 		capDisk:   res.GetDiskMb() - rsv.GetDiskMb(),
 		ports:     make(map[int32]string),
-		ips:       make(map[string]string),
 	}
 	for _, r := range rsv.GetPorts() {
 		for p := r.GetFirst(); p <= r.GetLast() && p > 0; p++ {
@@ -118,6 +117,9 @@ func (u *Usage) Add(a *droverv1.Allocation) string {
 		u.ports[p.GetValue()] = a.GetId()
 	}
 	if ip := r.GetIp(); ip != "" {
+		if u.ips == nil {
+			u.ips = make(map[string]string) // most jobs ask for no address
+		}
 		if holder, taken := u.ips[ip]; taken && failed == "" {
 			failed = fmt.Sprintf("%s %s already held by allocation %s", DimensionIP, ip, holder)
 		}
