@@ -41,6 +41,24 @@ func C1MSmall(scale float64) Config {
 	return Config{Fleet: runningFleet(nodes), Steps: []Step{st}, Timeout: 30 * time.Minute}
 }
 
+// C1MFull is the full C1M scenario: 1,000 service jobs of 1,000 small
+// allocations (1,000,000, 200 per node) submitted at once on 5,000 nodes,
+// waited on until every allocation runs. scale multiplies the jobs; the
+// fleet stays 5,000 nodes.
+func C1MFull(scale float64) Config {
+	jobs := scaled(1000, scale)
+	run := runID()
+	st := Step{Name: "c1m-full", WaitRunning: true}
+	for i := range jobs {
+		j := presetJob(fmt.Sprintf("c1mf-%s-%04d", run, i), droverv1.JobType_JOB_TYPE_SERVICE, 1000)
+		// 200 allocations must fit a default node (3,900 MHz and
+		// 7,936 MB once its reservation is taken).
+		j.TaskGroups[0].Resources.CpuMhz, j.TaskGroups[0].Resources.MemoryMb = 15, 30
+		st.Jobs = append(st.Jobs, j)
+	}
+	return Config{Fleet: runningFleet(5000), Steps: []Step{st}, Timeout: 60 * time.Minute}
+}
+
 // Churn runs waves of batch jobs (20 jobs of 50 allocations each, running
 // 10s) on 2,000 nodes while 10% of the nodes go silent for 40s every 90s
 // and come back with their calls reordered. Servers whose heartbeat TTL

@@ -26,6 +26,8 @@ func benchPreset(name string) (func(scale float64) loadgen.Config, bool) {
 		return loadgen.ScaleUpDown, true
 	case "concurrent":
 		return loadgen.Concurrent, true
+	case "c1m-full":
+		return loadgen.C1MFull, true
 	case "heartbeats":
 		return func(scale float64) loadgen.Config { return loadgen.Heartbeats(max(1, int(math.Round(50000*scale)))) }, true
 	}
@@ -50,14 +52,14 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.StringVar(&f.servers, "address", "", "comma-separated gRPC addresses of the cluster's servers (required)")
 	aliasFlag(fs, "servers", "address")
 	fs.StringVar(&f.metrics, "metrics", "", "comma-separated http://host:port/metrics URLs of the same servers, in order (for CPU, memory and raft bytes)")
-	fs.StringVar(&f.scenario, "scenario", "", "c1m, churn, scale, concurrent or heartbeats (required)")
+	fs.StringVar(&f.scenario, "scenario", "", "c1m, c1m-full, churn, scale, concurrent or heartbeats (required)")
 	fs.Float64Var(&f.scale, "scale", 1, "multiply the scenario's sizes (nodes, jobs, allocations) by this")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (default: the scenario's, 30m)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	tlsFileFlags(fs, &f.tls)
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "drover bench -address host:port,... -scenario c1m|churn|scale|concurrent|heartbeats [flags]",
+		ShortUsage: "drover bench -address host:port,... -scenario c1m|c1m-full|churn|scale|concurrent|heartbeats [flags]",
 		ShortHelp:  "Drive a cluster with simulated nodes and jobs, and report what it did.",
 		LongHelp: "Start simulated nodes against an existing cluster, submit the scenario's jobs,\n" +
 			"wait until the cluster did what each step asked, and report placements and\n" +
@@ -109,7 +111,7 @@ func (f benchFlags) config() (loadgen.Config, error) {
 	}
 	preset, ok := benchPreset(f.scenario)
 	if !ok {
-		errs = append(errs, fmt.Errorf("-scenario %q: want c1m, churn, scale, concurrent or heartbeats", f.scenario))
+		errs = append(errs, fmt.Errorf("-scenario %q: want c1m, c1m-full, churn, scale, concurrent or heartbeats", f.scenario))
 	}
 	if !(f.scale > 0) || math.IsInf(f.scale, 0) {
 		errs = append(errs, fmt.Errorf("-scale %g: want a number above 0", f.scale))
