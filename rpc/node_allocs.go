@@ -77,8 +77,11 @@ func allocUpdates(snap *state.Snapshot, node *droverv1.Node, updates []*droverv1
 			return nil, fmt.Errorf("allocation %s belongs to node %s, not %s: %w",
 				u.GetAllocId(), alloc.GetNodeId(), node.GetId(), errPermissionDenied)
 		}
-		job := snap.JobByID(alloc.GetJobId())
-		trigger, ok := reportTrigger(alloc, job, u.GetClientStatus())
+		var job *droverv1.Job
+		trigger, ok := reportTrigger(alloc, u.GetClientStatus(), func() *droverv1.Job {
+			job = snap.JobByID(alloc.GetJobId())
+			return job
+		})
 		if !ok {
 			continue
 		}
@@ -94,22 +97,32 @@ func allocUpdates(snap *state.Snapshot, node *droverv1.Node, updates []*droverv1
 // reportTrigger says whether an agent's report calls for scheduling, and
 // why: an allocation that was unknown (its node disconnected) is back; a
 // failed allocation may be rescheduled; a service or system allocation that
-// stopped while the servers still want it running must be replaced.
-func reportTrigger(alloc *droverv1.Allocation, job *droverv1.Job, reported droverv1.AllocClientStatus) (droverv1.EvalTrigger, bool) {
-	if job == nil || job.GetStop() {
-		return 0, false
-	}
+// stopped while the servers still want it running must be replaced. jobOf
+// returns the allocation's job; it is called only for a report that may
+// trigger, since nearly every report (pending, running) cannot and agents
+// send hundreds of thousands of them.
+func reportTrigger(alloc *droverv1.Allocation, reported droverv1.AllocClientStatus, jobOf func() *droverv1.Job) (droverv1.EvalTrigger, bool) {
+	var trigger droverv1.EvalTrigger
 	switch {
 	case alloc.GetClientStatus() == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
-		return droverv1.EvalTrigger_EVAL_TRIGGER_RECONNECT, true
+		trigger = droverv1.EvalTrigger_EVAL_TRIGGER_RECONNECT
 	case alloc.ServerTerminal() || alloc.ClientTerminal():
 		return 0, false
 	case reported == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED:
-		return droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_FAILURE, true
-	case reported == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE && job.GetType() != droverv1.JobType_JOB_TYPE_BATCH:
-		return droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP, true
+		trigger = droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_FAILURE
+	case reported == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE:
+		trigger = droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP
+	default:
+		return 0, false
 	}
-	return 0, false
+	job := jobOf()
+	if job == nil || job.GetStop() {
+		return 0, false
+	}
+	if trigger == droverv1.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP && job.GetType() == droverv1.JobType_JOB_TYPE_BATCH {
+		return 0, false // a batch allocation that completed is done
+	}
+	return trigger, true
 }
 
 // GetAllocs returns the node's allocations and the job versions they run.

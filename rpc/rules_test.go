@@ -134,13 +134,19 @@ func TestReportTrigger(t *testing.T) {
 			if tt.stopped {
 				a.DesiredStatus = droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP
 			}
-			got, ok := reportTrigger(a, job, tt.reported)
+			lookups := 0
+			got, ok := reportTrigger(a, tt.reported, func() *droverv1.Job { lookups++; return job })
 			if ok != (tt.want != none) || got != tt.want {
 				t.Errorf("trigger = %s (%v), want %s", got, ok, tt.want)
 			}
+			// Pending and running reports are nearly all reports: they
+			// must not cost a job lookup.
+			if tt.reported == running && tt.stored != unknown && lookups != 0 {
+				t.Errorf("a running report looked its job up %d times", lookups)
+			}
 		})
 	}
-	if _, ok := reportTrigger(mock.Alloc(mock.Node(), mock.Job(1), 0), nil, failed); ok {
+	if _, ok := reportTrigger(mock.Alloc(mock.Node(), mock.Job(1), 0), failed, func() *droverv1.Job { return nil }); ok {
 		t.Errorf("an allocation of a purged job triggered an evaluation")
 	}
 }
