@@ -20,6 +20,9 @@ import (
 // using them), are never changed: those collisions stay rejections.
 func (v *verifier) assignPorts(node *droverv1.Node, np *droverv1.NodePlan, held []*droverv1.Allocation) *droverv1.NodePlan {
 	planned := np.GetAllocations()
+	if !portsCollide(node, held, planned) {
+		return np // the common case: no lookups of jobs and allocations
+	}
 	dynamic := make([]map[string]struct{}, len(planned))
 	for i, a := range planned {
 		dynamic[i] = v.dynamicLabels(a)
@@ -49,6 +52,24 @@ func (v *verifier) assignPorts(node *droverv1.Node, np *droverv1.NodePlan, held 
 		return np
 	}
 	return &droverv1.NodePlan{NodeId: np.GetNodeId(), Allocations: out, Stops: np.GetStops()}
+}
+
+// portsCollide reports whether a planned allocation's port is reserved by
+// the node, held, or asked for twice in the node plan.
+func portsCollide(node *droverv1.Node, held, planned []*droverv1.Allocation) bool {
+	taken := takenPorts(node, held, nil, nil)
+	for _, a := range planned {
+		if !fit.Holds(a) {
+			continue
+		}
+		for _, p := range a.GetResources().GetPorts() {
+			if _, used := taken[p.GetValue()]; used {
+				return true
+			}
+			taken[p.GetValue()] = struct{}{}
+		}
+	}
+	return false
 }
 
 // withPort sets port j of planned allocation i to value, in out: a copy
