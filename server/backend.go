@@ -78,18 +78,30 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 // lets the next entry be refused at once (see Apply). The error is
 // UNAVAILABLE but does not say the write was not stored: the entry may
 // already be in the log and be applied once space is freed.
+//
+// It also gives up once the server shuts down: raft never answers an entry
+// still queued when it stops, and a leader duty waiting on one would hold
+// up the shutdown for ever (the deployer did, in a clean-clone CI run).
 func (s *Server) waitCommitted(future raft.ApplyFuture) error {
 	answered := make(chan error, 1)
 	go func() { answered <- future.Error() }()
+	return awaitCommit(answered, s.shutdownCh, s.raft.StorageFull, s.raft.StorageError, s.id)
+}
+
+// awaitCommit is waitCommitted's wait: for raft's answer, until shutdown
+// closes, or until full signals and fullErr still names a full data dir.
+func awaitCommit(answered <-chan error, shutdown <-chan struct{}, full func() <-chan struct{}, fullErr func() error, id string) error {
 	for {
 		select {
 		case err := <-answered:
 			return err
-		case <-s.raft.StorageFull():
+		case <-shutdown:
+			return fmt.Errorf("%w: %w: server %s is shutting down; the write may still be applied", rpc.ErrUnavailable, errStoppedWaiting, id)
+		case <-full():
 			// Space may have been freed since; then wait on.
-			if full := s.raft.StorageError(); full != nil {
+			if err := fullErr(); err != nil {
 				return fmt.Errorf("%w: %w: server %s: %w; it may still be applied once space is freed",
-					rpc.ErrUnavailable, errStoppedWaiting, s.id, full)
+					rpc.ErrUnavailable, errStoppedWaiting, id, err)
 			}
 		}
 	}
