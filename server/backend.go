@@ -80,8 +80,9 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 // already be in the log and be applied once space is freed.
 //
 // It also gives up once the server shuts down: raft never answers an entry
-// still queued when it stops, and a leader duty waiting on one would hold
-// up the shutdown for ever (the deployer did, in a clean-clone CI run).
+// still queued when it stops (hashicorp/raft issue 498), and a leader duty
+// waiting on one would hold up the shutdown for ever (the deployer did, in
+// a clean-clone CI run).
 func (s *Server) waitCommitted(future raft.ApplyFuture) error {
 	answered := make(chan error, 1)
 	go func() { answered <- future.Error() }()
