@@ -24,15 +24,11 @@ func assignPorts(u *fit.Usage, asks []*droverv1.Port, node *droverv1.Node, rng *
 		if p != 0 {
 			continue
 		}
-		first, last := fit.DynamicPortRange(node)
-		span := last - first + 1
-		start := rng.Int32N(span)
-		for k := range span {
-			port := first + (start+k)%span
-			if !u.PortUsed(port) && !slices.Contains(dst, port) {
-				dst[i] = port
-				break
-			}
+		port, ok := fit.FreeDynamicPort(node, func(port int32) bool {
+			return u.PortUsed(port) || slices.Contains(dst, port)
+		}, rng.Int32N)
+		if ok {
+			dst[i] = port
 		}
 		if dst[i] == 0 {
 			return dst, false

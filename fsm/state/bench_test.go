@@ -11,6 +11,19 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
+// nodesAndJobs registers nodes nodes and jobs jobs of count allocations.
+func (f *fixture) nodesAndJobs(nodes, jobs int, count int32) ([]*droverv1.Node, []*droverv1.Job) {
+	ns := make([]*droverv1.Node, nodes)
+	for i := range ns {
+		ns[i] = f.node()
+	}
+	js := make([]*droverv1.Job, jobs)
+	for i := range js {
+		js[i] = f.job(count)
+	}
+	return ns, js
+}
+
 // BenchmarkMemoryPerAlloc reports the heap the state store holds per stored
 // allocation: the allocation itself, its index entry and its place in the
 // node and job sets. 100,000 allocations of 100 jobs on 5,000 nodes, placed
@@ -24,14 +37,7 @@ func BenchmarkMemoryPerAlloc(b *testing.B) {
 	)
 	for b.Loop() {
 		f := newFixture(b)
-		ns := make([]*droverv1.Node, nodes)
-		for i := range ns {
-			ns[i] = f.node()
-		}
-		js := make([]*droverv1.Job, jobs)
-		for i := range js {
-			js[i] = f.job(allocs / jobs)
-		}
+		ns, js := f.nodesAndJobs(nodes, jobs, allocs/jobs)
 		// Encode the plan results first, as raft entries would arrive.
 		entries := make([][]byte, 0, allocs/batch)
 		for start := 0; start < allocs; start += batch {
@@ -123,14 +129,7 @@ func BenchmarkClientUpdates(b *testing.B) {
 		perNode = allocs / nodes
 	)
 	f := newFixture(b)
-	ns := make([]*droverv1.Node, nodes)
-	for i := range ns {
-		ns[i] = f.node()
-	}
-	js := make([]*droverv1.Job, jobs)
-	for i := range js {
-		js[i] = f.job(allocs / jobs)
-	}
+	ns, js := f.nodesAndJobs(nodes, jobs, allocs/jobs)
 	byNode := make([][]string, nodes)
 	for start := 0; start < allocs; start += 1000 {
 		e := &droverv1.PlanResultEntry{AppliedAt: 1}

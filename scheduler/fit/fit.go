@@ -44,6 +44,24 @@ func DynamicPortRange(node *droverv1.Node) (first, last int32) {
 	return first, last
 }
 
+// FreeDynamicPort draws a port of the node's dynamic range that used does
+// not report: from a start drawn by draw (a random number in [0, n)), the
+// first free one probing upward, wrapping at the end of the range. The
+// scheduler and the plan applier both draw this way, so a port the applier
+// gives instead of a taken one is one the scheduler could have picked. It
+// reports false when every port of the range is used.
+func FreeDynamicPort(node *droverv1.Node, used func(int32) bool, draw func(n int32) int32) (int32, bool) {
+	first, last := DynamicPortRange(node)
+	span := last - first + 1
+	start := draw(span)
+	for k := range span {
+		if port := first + (start+k)%span; !used(port) {
+			return port, true
+		}
+	}
+	return 0, false
+}
+
 // Usage is what allocations hold on one node, against what the node offers
 // them (its resources minus what is reserved). Build it with NewUsage and
 // Add; the zero value is not usable.

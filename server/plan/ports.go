@@ -20,14 +20,31 @@ import (
 // using them), are never changed: those collisions stay rejections.
 func (v *verifier) assignPorts(node *droverv1.Node, np *droverv1.NodePlan, held []*droverv1.Allocation) *droverv1.NodePlan {
 	planned := np.GetAllocations()
-	if !portsCollide(node, held, planned) {
+	usage := fit.NewUsage(node) // the node's reserved ports and what held holds
+	for _, a := range held {
+		usage.Add(a)
+	}
+	if !portsCollide(usage, planned) {
 		return np // the common case: no lookups of jobs and allocations
 	}
 	dynamic := make([]map[string]struct{}, len(planned))
 	for i, a := range planned {
 		dynamic[i] = v.dynamicLabels(a)
 	}
-	taken := takenPorts(node, held, planned, dynamic)
+	// The plan's ports that are not the applier's to change, then each
+	// dynamic port as it is settled.
+	asked := make(map[int32]struct{})
+	for i, a := range planned {
+		for _, p := range a.GetResources().GetPorts() {
+			if _, isDynamic := dynamic[i][p.GetLabel()]; !isDynamic {
+				asked[p.GetValue()] = struct{}{}
+			}
+		}
+	}
+	used := func(port int32) bool {
+		_, ok := asked[port]
+		return ok || usage.PortUsed(port)
+	}
 	var out []*droverv1.Allocation
 	for i, a := range planned {
 		if len(dynamic[i]) == 0 || !fit.Holds(a) {
@@ -38,14 +55,14 @@ func (v *verifier) assignPorts(node *droverv1.Node, np *droverv1.NodePlan, held 
 				continue
 			}
 			port := p.GetValue()
-			if _, used := taken[port]; used {
-				if free, ok := freePort(node, taken); ok {
+			if used(port) {
+				if free, ok := fit.FreeDynamicPort(node, used, rand.Int32N); ok {
 					out = withPort(out, planned, i, j, free)
 					port = free
 					v.portsReplaced++
 				} // else the fit check names the collision
 			}
-			taken[port] = struct{}{}
+			asked[port] = struct{}{}
 		}
 	}
 	if out == nil {
@@ -55,18 +72,18 @@ func (v *verifier) assignPorts(node *droverv1.Node, np *droverv1.NodePlan, held 
 }
 
 // portsCollide reports whether a planned allocation's port is reserved by
-// the node, held, or asked for twice in the node plan.
-func portsCollide(node *droverv1.Node, held, planned []*droverv1.Allocation) bool {
-	taken := takenPorts(node, held, nil, nil)
+// the node, held (usage), or asked for twice in the node plan.
+func portsCollide(usage *fit.Usage, planned []*droverv1.Allocation) bool {
+	seen := make(map[int32]struct{})
 	for _, a := range planned {
 		if !fit.Holds(a) {
 			continue
 		}
 		for _, p := range a.GetResources().GetPorts() {
-			if _, used := taken[p.GetValue()]; used {
+			if _, twice := seen[p.GetValue()]; twice || usage.PortUsed(p.GetValue()) {
 				return true
 			}
-			taken[p.GetValue()] = struct{}{}
+			seen[p.GetValue()] = struct{}{}
 		}
 	}
 	return false
@@ -83,32 +100,6 @@ func withPort(out, planned []*droverv1.Allocation, i, j int, value int32) []*dro
 	}
 	out[i].Resources.Ports[j].Value = value
 	return out
-}
-
-// takenPorts are the ports of the node that a planned dynamic port may not
-// take: reserved by the node, held by an allocation, or a port of a planned
-// allocation that is not its to change (dynamic gives, per planned
-// allocation, the labels of its ports that are).
-func takenPorts(node *droverv1.Node, held, planned []*droverv1.Allocation, dynamic []map[string]struct{}) map[int32]struct{} {
-	taken := make(map[int32]struct{}, len(held)+len(planned))
-	for _, r := range node.GetReserved().GetPorts() {
-		for p := r.GetFirst(); p <= r.GetLast() && p > 0; p++ {
-			taken[p] = struct{}{}
-		}
-	}
-	for _, a := range held {
-		for _, p := range a.GetResources().GetPorts() {
-			taken[p.GetValue()] = struct{}{}
-		}
-	}
-	for i, a := range planned {
-		for _, p := range a.GetResources().GetPorts() {
-			if _, isDynamic := dynamic[i][p.GetLabel()]; !isDynamic {
-				taken[p.GetValue()] = struct{}{}
-			}
-		}
-	}
-	return taken
 }
 
 // dynamicLabels returns the labels of the ports the allocation's group asks
@@ -134,19 +125,4 @@ func (v *verifier) dynamicLabels(a *droverv1.Allocation) map[string]struct{} {
 		}
 	}
 	return labels
-}
-
-// freePort returns a port of the node's dynamic range not in taken, drawn
-// as the scheduler draws: from a random start, the first free one.
-func freePort(node *droverv1.Node, taken map[int32]struct{}) (int32, bool) {
-	first, last := fit.DynamicPortRange(node)
-	span := int64(last) - int64(first) + 1
-	start := rand.Int64N(span)
-	for i := range span {
-		p := int32(int64(first) + (start+i)%span)
-		if _, used := taken[p]; !used {
-			return p, true
-		}
-	}
-	return 0, false
 }

@@ -145,6 +145,15 @@ func waitUntil(t *testing.T, what string, cond func() (bool, string)) {
 	}
 }
 
+// startAgents runs a fleet of cfg until ctx ends, with a status line every
+// 50ms into out; done receives what runAgents returned.
+func startAgents(ctx context.Context, cfg simagent.Config) (out *syncBuffer, done <-chan error) {
+	out = &syncBuffer{}
+	result := make(chan error, 1)
+	go func() { result <- runAgents(ctx, cfg, out, 50*time.Millisecond) }()
+	return out, result
+}
+
 func TestAgentRunsNodesAndStopsCleanly(t *testing.T) {
 	srv := testserver.Start(t)
 	before := runtime.NumGoroutine()
@@ -154,9 +163,7 @@ func TestAgentRunsNodesAndStopsCleanly(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() { done <- runAgents(ctx, cfg, out, 50*time.Millisecond) }()
+	out, done := startAgents(ctx, cfg)
 
 	nodes := droverv1.NewNodeServiceClient(srv.Conn)
 	waitUntil(t, "5 nodes ready", func() (bool, string) {
@@ -211,9 +218,7 @@ func TestAgentNamesWhyCallsFail(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			out := &syncBuffer{}
-			done := make(chan error, 1)
-			go func() { done <- runAgents(ctx, cfg, out, 50*time.Millisecond) }()
+			out, done := startAgents(ctx, cfg)
 			waitUntil(t, "the cause named", func() (bool, string) {
 				return strings.Contains(out.String(), "calls to the servers fail: ") && strings.Contains(out.String(), tt.want), out.String()
 			})

@@ -27,6 +27,8 @@ func TestBenchFlagsConfig(t *testing.T) {
 		},
 		{name: "scale", flags: benchFlags{servers: "a:1", scenario: "scale", scale: 0.5}, wantServers: 1, wantNodes: 1000, wantTimeout: 30 * time.Minute},
 		{name: "churn", flags: benchFlags{servers: "a:1", scenario: "churn", scale: 0.1}, wantServers: 1, wantNodes: 200, wantTimeout: 30 * time.Minute},
+		{name: "concurrent", flags: benchFlags{servers: "a:1", scenario: "concurrent", scale: 0.1}, wantServers: 1, wantNodes: 500, wantTimeout: 30 * time.Minute},
+		{name: "c1m-full: the fleet stays 5,000", flags: benchFlags{servers: "a:1", scenario: "c1m-full", scale: 0.01}, wantServers: 1, wantNodes: 5000, wantTimeout: time.Hour},
 		{name: "no servers", flags: benchFlags{servers: " , ", scenario: "c1m", scale: 1}, wantErr: []string{"-address: give at least one"}},
 		{name: "unknown scenario", flags: benchFlags{servers: "a:1", scenario: "c2m", scale: 1}, wantErr: []string{`-scenario "c2m": want c1m, c1m-full, churn, scale, concurrent or heartbeats`}},
 		{
