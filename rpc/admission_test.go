@@ -42,6 +42,7 @@ func TestCallClasses(t *testing.T) {
 		{droverv1.SchedulerService_Dequeue_FullMethodName, classServer},
 		{droverv1.SchedulerService_SubmitPlan_FullMethodName, classServer},
 		{droverv1.ClusterService_Join_FullMethodName, classServer},
+		{droverv1.ClusterService_ReadIndex_FullMethodName, classServer},
 		{droverv1.ClusterService_Info_FullMethodName, classServer},
 		{healthpb.Health_Check_FullMethodName, classServer},
 		// A look-alike service name is not the scheduler's.

@@ -13,12 +13,16 @@ import (
 
 // serverOnlyServices and serverOnlyMethods are what only servers may call:
 // the leader's eval broker and plan queue, which every server's scheduler
-// workers reach over gRPC, and joining the raft cluster. ClusterService.Info
+// workers reach over gRPC, joining the raft cluster, and the leader's read
+// index for followers' consistent reads. ClusterService.Info
 // stays open to every verified caller: it only describes the server, and
 // operators' tools use it too.
 var (
 	serverOnlyServices = []string{droverv1.SchedulerService_ServiceDesc.ServiceName}
-	serverOnlyMethods  = map[string]bool{droverv1.ClusterService_Join_FullMethodName: true}
+	serverOnlyMethods  = map[string]bool{
+		droverv1.ClusterService_Join_FullMethodName:      true,
+		droverv1.ClusterService_ReadIndex_FullMethodName: true,
+	}
 )
 
 // serverOnly reports whether method (a full gRPC method name) may only be

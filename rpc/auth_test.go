@@ -28,6 +28,7 @@ func TestServerOnlyMethods(t *testing.T) {
 		{droverv1.SchedulerService_SubmitPlan_FullMethodName, true},
 		{droverv1.SchedulerService_ReblockEval_FullMethodName, true},
 		{droverv1.ClusterService_Join_FullMethodName, true},
+		{droverv1.ClusterService_ReadIndex_FullMethodName, true},
 		{droverv1.ClusterService_Info_FullMethodName, false},
 		{droverv1.OperatorService_SchedulerWorkers_FullMethodName, false},
 		{droverv1.OperatorService_RaftRemovePeer_FullMethodName, false},

@@ -22,3 +22,7 @@ func newCallMetrics() *grpcprom.ServerMetrics {
 // CallMetrics is the collector of every call's count, code and latency,
 // for the server's registry.
 func (s *Server) CallMetrics() prometheus.Collector { return s.calls }
+
+// ReadMetrics is the collector of consistent reads by where they were
+// answered, for the server's registry.
+func (s *Server) ReadMetrics() prometheus.Collector { return s.forward.reads.total }

@@ -37,6 +37,10 @@ type Cluster interface {
 	// every entry committed when that confirmation began. It fails with an
 	// error wrapping ErrUnavailable when this server does not lead.
 	ConfirmLeadership(ctx context.Context) error
+	// ReadIndex is ConfirmLeadership for a read another server answers: it
+	// returns an index this server's state has applied that covers every
+	// entry committed before the call, for a follower to wait for.
+	ReadIndex(ctx context.Context) (uint64, error)
 	// Info describes this server.
 	Info() *droverv1.ServerInfoResponse
 	// Join adds a server to the raft configuration, or records its new
@@ -71,6 +75,15 @@ func (s *clusterService) Join(ctx context.Context, req *droverv1.JoinRequest) (*
 		return nil, err
 	}
 	return s.cluster.Join(ctx, req.GetServer())
+}
+
+// ReadIndex runs on the leader (the forwarder sends it there).
+func (s *clusterService) ReadIndex(ctx context.Context, _ *droverv1.ReadIndexRequest) (*droverv1.ReadIndexResponse, error) {
+	index, err := s.cluster.ReadIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &droverv1.ReadIndexResponse{Index: index, LeaderId: s.cluster.Leader().ID}, nil
 }
 
 // operatorService implements droverv1.OperatorService.

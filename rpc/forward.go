@@ -43,6 +43,7 @@ var leaderMethods = map[string]bool{
 	droverv1.DeploymentService_Pause_FullMethodName:                true,
 	droverv1.DeploymentService_Fail_FullMethodName:                 true,
 	droverv1.ClusterService_Join_FullMethodName:                    true,
+	droverv1.ClusterService_ReadIndex_FullMethodName:               true,
 	droverv1.OperatorService_RaftListPeers_FullMethodName:          true,
 	droverv1.OperatorService_RaftRemovePeer_FullMethodName:         true,
 	droverv1.OperatorService_RaftTransferLeadership_FullMethodName: true,
@@ -98,6 +99,11 @@ type forwarder struct {
 	stopping <-chan struct{}
 	// lastContact is how stale this server's state may be (Backend).
 	lastContact func() time.Duration
+	// followers answers consistent reads on this server when it follows;
+	// nil forwards them to the leader.
+	followers *followerReads
+	// reads counts consistent reads by where they were answered.
+	reads *consistentReads
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -112,7 +118,7 @@ func newForwarder(c Cluster, lastContact func() time.Duration, logger *slog.Logg
 		creds = insecure.NewCredentials()
 	}
 	return &forwarder{cluster: c, lastContact: lastContact, logger: logger, hold: hold, creds: creds, stopping: stopping,
-		conns: make(map[string]*grpc.ClientConn)}
+		reads: newConsistentReads(), conns: make(map[string]*grpc.ClientConn)}
 }
 
 // route decides where a call is answered. leader: only by the leader.
@@ -173,6 +179,7 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 			}
 			err := f.cluster.ConfirmLeadership(ctx)
 			if err == nil {
+				f.reads.count(answeredByLeader)
 				return handler(ctx, req)
 			}
 			if !errors.Is(err, ErrUnavailable) {
@@ -182,6 +189,11 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 			// belongs to whoever leads now.
 			lastErr = err
 		case !leader.Local && leader.RPCAddr != "" && hops < maxHops:
+			if confirm && hops == 0 {
+				if resp, err, ok := f.followers.answer(ctx, req, handler); ok {
+					return resp, err
+				}
+			}
 			resp, err := f.forwardWhileLeader(ctx, changed, leader, info.FullMethod, req, hops+1)
 			if errors.Is(err, errLeaderChanged) {
 				// Abandoned: the call follows the new leader, with a
@@ -191,6 +203,9 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 				continue
 			}
 			if status.Code(err) != codes.Unavailable {
+				if confirm && err == nil {
+					f.reads.count(answeredByForward)
+				}
 				return resp, err
 			}
 			// The leader went away or lost leadership before answering.

@@ -65,7 +65,11 @@ func (s *services) query(ctx context.Context, opts *droverv1.QueryOptions, run f
 	if err := notBehind(st.LatestIndex(), opts.GetMinIndex()); err != nil {
 		return nil, err
 	}
-	return &droverv1.QueryMeta{Index: index, KnownLeader: s.backend.KnownLeader(), LastContact: lastContact(s.backend.LastContact())}, nil
+	last := s.backend.LastContact()
+	if consistentAnswer(ctx) {
+		last = 0
+	}
+	return &droverv1.QueryMeta{Index: index, KnownLeader: s.backend.KnownLeader(), LastContact: lastContact(last)}, nil
 }
 
 // catchUp waits, at most catchUpWait, for a server whose state is behind

@@ -166,6 +166,10 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		snapshots: cfg.Snapshots, logger: logger, shutdown: shutdown}
 	fwd := newForwarder(c, b.LastContact, logger, orDefault(cfg.LeaderHoldTimeout, defaultHoldTimeout), cfg.PeerCredentials, shutdown.Done())
 	svc.peerConn = fwd.conn
+	fwd.followers = newFollowerReads(fwd, func(ctx context.Context, index uint64) error {
+		_, err := b.State().SnapshotMinIndex(ctx, index)
+		return err
+	})
 	svc.newCommitters(orDefault(cfg.UpdateAllocBatchInterval, defaultBatchInterval))
 	recover := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		logger.Error("panic in RPC handler", "panic", p)

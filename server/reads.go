@@ -67,6 +67,19 @@ func (s *Server) ConfirmLeadership(ctx context.Context) error {
 	return nil
 }
 
+// ReadIndex confirms leadership as ConfirmLeadership does and returns the
+// state's applied index, which covers every entry committed before the
+// call (see rpc.Cluster). The applied index rather than the confirmed
+// commit index: the state moves only on log commands, so a commit index
+// that names a raft no-op or barrier is one a follower's state never
+// reports reaching.
+func (s *Server) ReadIndex(ctx context.Context) (uint64, error) {
+	if err := s.ConfirmLeadership(ctx); err != nil {
+		return 0, err
+	}
+	return s.state.LatestIndex(), nil
+}
+
 // LastContact is how stale this server's state may be: zero on the ready
 // leader, otherwise the time since it last heard from a leader, or -1 if it
 // never has.

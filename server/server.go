@@ -220,7 +220,7 @@ func New(cfg Config) (s *Server, err error) {
 	})
 	s.autopilot = s.newAutopilot()
 	s.leader.duties = s.leaderDuties()
-	s.metrics = s.newRegistry(schedulingCollector{stats: schedulingRPC.Stats, rpc: s.rpc}, limitsCollector{s.rpc.LimitStats}, s.rpc.CallMetrics())
+	s.metrics = s.newRegistry(schedulingCollector{stats: schedulingRPC.Stats, rpc: s.rpc}, limitsCollector{s.rpc.LimitStats}, s.rpc.CallMetrics(), s.rpc.ReadMetrics())
 	if s.http, err = s.startHTTP(); err != nil {
 		return nil, err
 	}

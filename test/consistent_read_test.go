@@ -3,6 +3,8 @@ package test_test
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -160,32 +162,9 @@ func TestPausedLeaderConsistentRead(t *testing.T) {
 // refused rather than answered from older state. Once the link is back,
 // everything on the follower is fresh again.
 func TestLaggingFollowerStaleReads(t *testing.T) {
-	proxy := cluster.NewProxy(t)
-	const lagging = 3
-	c := cluster.New(t, droverBin, 3,
-		cluster.ServerArgs(lagging, "-raft-advertise", proxy.Addr(), "-raft-multiplier", "10"),
-		cluster.BeforeFirstStart(func(s *cluster.Server) {
-			if s.ID() == "s"+itoa(lagging) {
-				proxy.SetTarget(s.RaftAddr())
-			}
-		}))
 	ctx := within(t, testContext(t), 3*time.Minute)
-	follower := c.Server(lagging)
-	leader := c.WaitLeader(ctx)
-	if leader == follower {
-		target := c.Others(follower)[0]
-		if _, err := droverv1.NewOperatorServiceClient(leader.Conn()).RaftTransferLeadership(ctx, &droverv1.RaftTransferLeadershipRequest{Id: target.ID()}); err != nil {
-			t.Fatalf("transfer leadership to %s: %v", target, err)
-		}
-		leader = c.WaitLeader(ctx, c.Others(follower)...)
-	}
-	// A follower forwards to the leader at the address in the leader's
-	// server record, written when the leader announces itself: wait for
-	// every announcement (the cluster id is written after the last one).
-	poll(ctx, t, "every server announced", func() (bool, string) {
-		info, err := serverInfo(ctx, leader)
-		return err == nil && info.GetClusterId() != "", fmt.Sprint(err)
-	})
+	proxy := cluster.NewProxy(t)
+	c, leader, follower := laggableFollower(ctx, t, proxy)
 	before := mock.Node()
 	if _, err := registerNode(ctx, leader.Conn(), before); err != nil {
 		t.Fatal(err)
@@ -245,4 +224,113 @@ func TestLaggingFollowerStaleReads(t *testing.T) {
 		MinIndex: resp.GetIndex(), MaxWait: durationpb.New(100 * time.Millisecond)}); err != nil {
 		t.Fatalf("GetAllocs once caught up: %v", err)
 	}
+}
+
+// laggableFollower starts a 3-server cluster (with HTTP addresses) whose
+// third server's raft traffic passes through proxy, so that the test can
+// stall it, and returns it with the leader and that follower once every server has
+// announced itself. Raft timings are stretched tenfold so that a stall of
+// a few seconds starts no election.
+func laggableFollower(ctx context.Context, t *testing.T, proxy *cluster.Proxy) (c *cluster.Cluster, leader, follower *cluster.Server) {
+	t.Helper()
+	const lagging = 3
+	c = cluster.New(t, droverBin, 3, httpArgs(),
+		cluster.ServerArgs(lagging, "-raft-advertise", proxy.Addr(), "-raft-multiplier", "10"),
+		cluster.BeforeFirstStart(func(s *cluster.Server) {
+			if s.ID() == "s"+itoa(lagging) {
+				proxy.SetTarget(s.RaftAddr())
+			}
+		}))
+	follower = c.Server(lagging)
+	leader = c.WaitLeader(ctx)
+	if leader == follower {
+		target := c.Others(follower)[0]
+		if _, err := droverv1.NewOperatorServiceClient(leader.Conn()).RaftTransferLeadership(ctx, &droverv1.RaftTransferLeadershipRequest{Id: target.ID()}); err != nil {
+			t.Fatalf("transfer leadership to %s: %v", target, err)
+		}
+		leader = c.WaitLeader(ctx, c.Others(follower)...)
+	}
+	// A follower forwards to the leader at the address in the leader's
+	// server record, written when the leader announces itself: wait for
+	// every announcement (the cluster id is written after the last one).
+	poll(ctx, t, "every server announced", func() (bool, string) {
+		info, err := serverInfo(ctx, leader)
+		return err == nil && info.GetClusterId() != "", fmt.Sprint(err)
+	})
+	c.WaitConverged(ctx)
+	return c, leader, follower
+}
+
+// TestFollowerConsistentReads reads through a follower with allow_stale
+// off, right after each write the leader acknowledges. While the follower
+// hears the leader it answers from its own state once it holds the
+// leader's read index: every read sees the write before it, reports no
+// staleness, and the follower counts it as answered there. With the
+// follower's raft link stalled its state cannot reach the index, and the
+// read of a write acknowledged during the stall still sees it: the
+// follower hands the read to the leader rather than answer from its state.
+func TestFollowerConsistentReads(t *testing.T) {
+	ctx := within(t, testContext(t), 3*time.Minute)
+	proxy := cluster.NewProxy(t)
+	_, leader, follower := laggableFollower(ctx, t, proxy)
+	nodes := droverv1.NewNodeServiceClient(follower.Conn())
+	consistent := &droverv1.QueryOptions{}
+
+	const reads = 20
+	before := consistentReadCounts(ctx, t, follower)
+	for i := range reads {
+		n := mock.Node()
+		if _, err := registerNode(ctx, leader.Conn(), n); err != nil {
+			t.Fatal(err)
+		}
+		got, err := nodes.Get(ctx, &droverv1.GetNodeRequest{NodeId: n.GetId(), Query: consistent})
+		if err != nil {
+			t.Fatalf("read %d: consistent read from follower %s of node %s, acknowledged by leader %s before the read: %v",
+				i, follower, n.GetId(), leader, err)
+		}
+		if last := got.GetMeta().GetLastContact().AsDuration(); last != 0 {
+			t.Errorf("read %d: consistent answer reports last_contact %s, want 0", i, last)
+		}
+	}
+	after := consistentReadCounts(ctx, t, follower)
+	here, forwarded := after["follower"]-before["follower"], after["forwarded"]-before["forwarded"]
+	if here+forwarded != reads || here == 0 {
+		t.Fatalf("of %d consistent reads, %s answered %v itself and forwarded %v: want them answered there (a few may be forwarded)",
+			reads, follower, here, forwarded)
+	}
+	t.Logf("%v of %d answered by the follower", here, reads)
+
+	proxy.Stall()
+	defer proxy.Resume()
+	n := mock.Node()
+	if _, err := registerNode(ctx, leader.Conn(), n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes.Get(ctx, &droverv1.GetNodeRequest{NodeId: n.GetId(), Query: consistent}); err != nil {
+		t.Fatalf("consistent read from follower %s, whose raft link is stalled, of node %s acknowledged by leader %s: %v (NotFound is a stale read)",
+			follower, n.GetId(), leader, err)
+	}
+	stalled := consistentReadCounts(ctx, t, follower)
+	if stalled["forwarded"]-after["forwarded"] != 1 {
+		t.Errorf("the read during the stall: forwarded %v times, want once", stalled["forwarded"]-after["forwarded"])
+	}
+}
+
+// consistentReadCounts scrapes drover_consistent_reads_total from a server,
+// by its answered label.
+func consistentReadCounts(ctx context.Context, t *testing.T, s *cluster.Server) map[string]float64 {
+	t.Helper()
+	counts := make(map[string]float64)
+	re := regexp.MustCompile(`(?m)^drover_consistent_reads_total\{answered="(\w+)"\} (\S+)$`)
+	for _, m := range re.FindAllStringSubmatch(scrape(ctx, t, s.Info().HTTPAddr), -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatalf("drover_consistent_reads_total{answered=%q} = %q: %v", m[1], m[2], err)
+		}
+		counts[m[1]] = v
+	}
+	if len(counts) == 0 {
+		t.Fatalf("%s exports no drover_consistent_reads_total", s)
+	}
+	return counts
 }

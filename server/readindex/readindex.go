@@ -15,10 +15,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/droverhq/drover/internal/rounds"
 )
 
 // ErrNotLeader wraps every failure of a confirmation: this server does not
@@ -64,19 +65,10 @@ type Config struct {
 // Confirmer runs confirmation rounds for consistent reads on the leader.
 type Confirmer struct {
 	cfg Config
-
-	mu      sync.Mutex
-	next    *round // the round that reads arriving now will wait for
-	running bool   // a goroutine is running rounds
-}
-
-// round is one confirmation shared by every read that joined it before it
-// started.
-type round struct {
-	done  chan struct{}
-	reads int    // reads waiting for it; written under Confirmer.mu
-	index uint64 // the commit index when the round began
-	err   error
+	// rounds shares a confirmation among the reads that arrive while the
+	// previous one runs: a round that already started may have read its
+	// commit index before a read began, so it must not serve it.
+	rounds *rounds.Rounds[uint64]
 }
 
 // New returns a Confirmer.
@@ -84,7 +76,9 @@ func New(cfg Config) *Confirmer {
 	if cfg.BarrierTimeout <= 0 {
 		cfg.BarrierTimeout = 10 * time.Second
 	}
-	return &Confirmer{cfg: cfg}
+	c := &Confirmer{cfg: cfg}
+	c.rounds = rounds.New(c.round)
+	return c
 }
 
 // Confirm returns once a read made now may be answered from this server's
@@ -93,52 +87,14 @@ func New(cfg Config) *Confirmer {
 // It fails with an error wrapping ErrNotLeader when leadership was not
 // confirmed, or with ctx's error.
 func (c *Confirmer) Confirm(ctx context.Context) error {
-	r := c.join()
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		return fmt.Errorf("confirm leadership: %w", ctx.Err())
-	}
-	if r.err != nil {
-		return r.err
-	}
-	return c.waitApplied(ctx, r.index)
-}
-
-// join returns the round that has not started yet, starting the goroutine
-// that runs rounds if none is running. A round that already started may
-// have read its commit index before this call began, so it must not serve
-// it.
-func (c *Confirmer) join() *round {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.next == nil {
-		c.next = &round{done: make(chan struct{})}
-	}
-	r := c.next
-	r.reads++
-	if !c.running {
-		c.running = true
-		go c.runRounds()
-	}
-	return r
-}
-
-// runRounds runs rounds back to back while reads wait for them.
-func (c *Confirmer) runRounds() {
-	for {
-		c.mu.Lock()
-		r := c.next
-		c.next = nil
-		if r == nil {
-			c.running = false
-			c.mu.Unlock()
-			return
+	index, err := c.rounds.Wait(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("confirm leadership: %w", err)
 		}
-		c.mu.Unlock()
-		r.index, r.err = c.round()
-		close(r.done)
+		return err
 	}
+	return c.waitApplied(ctx, index)
 }
 
 // round records the commit index, then confirms leadership.

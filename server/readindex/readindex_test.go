@@ -159,12 +159,7 @@ func waitJoined(t *testing.T, c *Confirmer, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c.mu.Lock()
-		joined := 0
-		if c.next != nil {
-			joined = c.next.reads
-		}
-		c.mu.Unlock()
+		joined := c.rounds.Waiting()
 		if joined == n {
 			return
 		}

@@ -318,6 +318,96 @@ func (x *JoinResponse) GetLeaderId() string {
 	return ""
 }
 
+type ReadIndexRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexRequest) Reset() {
+	*x = ReadIndexRequest{}
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexRequest) ProtoMessage() {}
+
+func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
+func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_cluster_service_proto_rawDescGZIP(), []int{4}
+}
+
+type ReadIndexResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The leader's applied index when leadership was confirmed.
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The leader's id.
+	LeaderId      string `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexResponse) Reset() {
+	*x = ReadIndexResponse{}
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexResponse) ProtoMessage() {}
+
+func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
+func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_cluster_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ReadIndexResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ReadIndexResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
 var File_drover_v1_cluster_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_cluster_service_proto_rawDesc = "" +
@@ -346,10 +436,15 @@ const file_drover_v1_cluster_service_proto_rawDesc = "" +
 	"\x06server\x18\x01 \x01(\v2\x17.drover.v1.ServerMemberR\x06server\"A\n" +
 	"\fJoinResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x1b\n" +
-	"\tleader_id\x18\x02 \x01(\tR\bleaderId2\x8e\x01\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId\"\x12\n" +
+	"\x10ReadIndexRequest\"F\n" +
+	"\x11ReadIndexResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId2\xd6\x01\n" +
 	"\x0eClusterService\x12C\n" +
 	"\x04Info\x12\x1c.drover.v1.ServerInfoRequest\x1a\x1d.drover.v1.ServerInfoResponse\x127\n" +
-	"\x04Join\x12\x16.drover.v1.JoinRequest\x1a\x17.drover.v1.JoinResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\x04Join\x12\x16.drover.v1.JoinRequest\x1a\x17.drover.v1.JoinResponse\x12F\n" +
+	"\tReadIndex\x12\x1b.drover.v1.ReadIndexRequest\x1a\x1c.drover.v1.ReadIndexResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_cluster_service_proto_rawDescOnce sync.Once
@@ -363,28 +458,32 @@ func file_drover_v1_cluster_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_cluster_service_proto_rawDescData
 }
 
-var file_drover_v1_cluster_service_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_drover_v1_cluster_service_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_drover_v1_cluster_service_proto_goTypes = []any{
 	(*ServerInfoRequest)(nil),   // 0: drover.v1.ServerInfoRequest
 	(*ServerInfoResponse)(nil),  // 1: drover.v1.ServerInfoResponse
 	(*JoinRequest)(nil),         // 2: drover.v1.JoinRequest
 	(*JoinResponse)(nil),        // 3: drover.v1.JoinResponse
-	(*ServerMember)(nil),        // 4: drover.v1.ServerMember
-	(RaftState)(0),              // 5: drover.v1.RaftState
-	(*durationpb.Duration)(nil), // 6: google.protobuf.Duration
+	(*ReadIndexRequest)(nil),    // 4: drover.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),   // 5: drover.v1.ReadIndexResponse
+	(*ServerMember)(nil),        // 6: drover.v1.ServerMember
+	(RaftState)(0),              // 7: drover.v1.RaftState
+	(*durationpb.Duration)(nil), // 8: google.protobuf.Duration
 }
 var file_drover_v1_cluster_service_proto_depIdxs = []int32{
-	4, // 0: drover.v1.ServerInfoResponse.server:type_name -> drover.v1.ServerMember
-	5, // 1: drover.v1.ServerInfoResponse.raft_state:type_name -> drover.v1.RaftState
-	4, // 2: drover.v1.ServerInfoResponse.forming:type_name -> drover.v1.ServerMember
-	6, // 3: drover.v1.ServerInfoResponse.last_contact:type_name -> google.protobuf.Duration
-	4, // 4: drover.v1.JoinRequest.server:type_name -> drover.v1.ServerMember
+	6, // 0: drover.v1.ServerInfoResponse.server:type_name -> drover.v1.ServerMember
+	7, // 1: drover.v1.ServerInfoResponse.raft_state:type_name -> drover.v1.RaftState
+	6, // 2: drover.v1.ServerInfoResponse.forming:type_name -> drover.v1.ServerMember
+	8, // 3: drover.v1.ServerInfoResponse.last_contact:type_name -> google.protobuf.Duration
+	6, // 4: drover.v1.JoinRequest.server:type_name -> drover.v1.ServerMember
 	0, // 5: drover.v1.ClusterService.Info:input_type -> drover.v1.ServerInfoRequest
 	2, // 6: drover.v1.ClusterService.Join:input_type -> drover.v1.JoinRequest
-	1, // 7: drover.v1.ClusterService.Info:output_type -> drover.v1.ServerInfoResponse
-	3, // 8: drover.v1.ClusterService.Join:output_type -> drover.v1.JoinResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
+	4, // 7: drover.v1.ClusterService.ReadIndex:input_type -> drover.v1.ReadIndexRequest
+	1, // 8: drover.v1.ClusterService.Info:output_type -> drover.v1.ServerInfoResponse
+	3, // 9: drover.v1.ClusterService.Join:output_type -> drover.v1.JoinResponse
+	5, // 10: drover.v1.ClusterService.ReadIndex:output_type -> drover.v1.ReadIndexResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
 	5, // [5:5] is the sub-list for extension type_name
 	5, // [5:5] is the sub-list for extension extendee
 	0, // [0:5] is the sub-list for field type_name
@@ -402,7 +501,7 @@ func file_drover_v1_cluster_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_cluster_service_proto_rawDesc), len(file_drover_v1_cluster_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,8 +19,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClusterService_Info_FullMethodName = "/drover.v1.ClusterService/Info"
-	ClusterService_Join_FullMethodName = "/drover.v1.ClusterService/Join"
+	ClusterService_Info_FullMethodName      = "/drover.v1.ClusterService/Info"
+	ClusterService_Join_FullMethodName      = "/drover.v1.ClusterService/Join"
+	ClusterService_ReadIndex_FullMethodName = "/drover.v1.ClusterService/ReadIndex"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -39,6 +40,12 @@ type ClusterServiceClient interface {
 	// leader. A server already in the raft configuration at the same address
 	// is left as it is.
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	// ReadIndex lets a follower answer a consistent read from its own state.
+	// The leader confirms with a quorum that it still leads, then returns an
+	// index its state has applied that covers every write committed before
+	// the call: the follower answers once its state has applied that index.
+	// Only the leader answers; any server forwards it there.
+	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -69,6 +76,16 @@ func (c *clusterServiceClient) Join(ctx context.Context, in *JoinRequest, opts .
 	return out, nil
 }
 
+func (c *clusterServiceClient) ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadIndexResponse)
+	err := c.cc.Invoke(ctx, ClusterService_ReadIndex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -85,6 +102,12 @@ type ClusterServiceServer interface {
 	// leader. A server already in the raft configuration at the same address
 	// is left as it is.
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	// ReadIndex lets a follower answer a consistent read from its own state.
+	// The leader confirms with a quorum that it still leads, then returns an
+	// index its state has applied that covers every write committed before
+	// the call: the follower answers once its state has applied that index.
+	// Only the leader answers; any server forwards it there.
+	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -100,6 +123,9 @@ func (UnimplementedClusterServiceServer) Info(context.Context, *ServerInfoReques
 }
 func (UnimplementedClusterServiceServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
+}
+func (UnimplementedClusterServiceServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -158,6 +184,24 @@ func _ClusterService_Join_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_ReadIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadIndexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).ReadIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_ReadIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).ReadIndex(ctx, req.(*ReadIndexRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -172,6 +216,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Join",
 			Handler:    _ClusterService_Join_Handler,
+		},
+		{
+			MethodName: "ReadIndex",
+			Handler:    _ClusterService_ReadIndex_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
