@@ -43,6 +43,9 @@ type evalContext struct {
 	// use and kept current by planPlace and planStop.
 	placed  *jobPlacements
 	regexps map[string]*regexp.Regexp
+	// alternateIndex is the position of each node id in the plan's
+	// alternate_nodes.
+	alternateIndex map[string]uint32
 }
 
 // nodeState is what one pass knows about a node beyond the node itself.
@@ -127,6 +130,29 @@ func (c *evalContext) planPlace(a *droverv1.Allocation) {
 	if c.placed != nil && c.counts(a) {
 		c.placed.add(ns, a.GetTaskGroup(), 1)
 	}
+}
+
+// planAlternates names the other nodes a new placement may go to when its
+// own no longer takes it (Plan.alternates).
+func (c *evalContext) planAlternates(allocID string, nodes []*droverv1.Node) {
+	if len(nodes) == 0 {
+		return
+	}
+	if c.p.Alternates == nil {
+		c.p.Alternates = make(map[string]*droverv1.PlacementAlternates)
+		c.alternateIndex = make(map[string]uint32)
+	}
+	idx := make([]uint32, len(nodes))
+	for i, n := range nodes {
+		j, ok := c.alternateIndex[n.GetId()]
+		if !ok {
+			j = uint32(len(c.p.AlternateNodes))
+			c.p.AlternateNodes = append(c.p.AlternateNodes, n.GetId())
+			c.alternateIndex[n.GetId()] = j
+		}
+		idx[i] = j
+	}
+	c.p.Alternates[allocID] = &droverv1.PlacementAlternates{Nodes: idx}
 }
 
 // planUpdate adds an updated copy of an existing allocation to the plan. A

@@ -194,7 +194,9 @@ func place(ec *evalContext, job *droverv1.Job, eval *droverv1.Evaluation, placem
 	for _, p := range placements {
 		rn, counts := selectFor(ec, st, p)
 		if rn != nil {
-			ec.planPlace(newAlloc(ec, job, eval, p, rn))
+			a := newAlloc(ec, job, eval, p, rn)
+			ec.planPlace(a)
+			ec.planAlternates(a.GetId(), rn.alternates)
 			continue
 		}
 		if p.keepPrevious && !fitsOnceGone(ec, st, p) {

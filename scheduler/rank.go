@@ -16,6 +16,9 @@ type rankedNode struct {
 	// resources is what the allocation will hold: the group's cpu, memory
 	// and disk, its address and its ports (label and value).
 	resources *droverv1.AllocatedResources
+	// alternates are the next best nodes the selection ranked, best first
+	// (Config.PlacementAlternates).
+	alternates []*droverv1.Node
 }
 
 // selectOptions tunes one selection.
@@ -79,4 +82,52 @@ func (m *scoreMean) value() float64 {
 		return 0
 	}
 	return m.sum / float64(m.n)
+}
+
+// rankedList keeps the best few nodes of one selection by score, best
+// first; among equal scores the one ranked first stays ahead, as the
+// selection's own choice does.
+type rankedList struct {
+	keep   int
+	nodes  []*droverv1.Node
+	scores []float64
+}
+
+// reset empties the list and sets how many nodes it keeps (0: none).
+func (l *rankedList) reset(keep int) {
+	l.keep, l.nodes, l.scores = keep, l.nodes[:0], l.scores[:0]
+}
+
+// add ranks a node that fits.
+func (l *rankedList) add(n *droverv1.Node, score float64) {
+	if l.keep <= 1 {
+		return
+	}
+	i := len(l.nodes)
+	for i > 0 && l.scores[i-1] < score {
+		i--
+	}
+	if i >= l.keep {
+		return
+	}
+	if len(l.nodes) < l.keep {
+		l.nodes, l.scores = append(l.nodes, nil), append(l.scores, 0)
+	}
+	copy(l.nodes[i+1:], l.nodes[i:len(l.nodes)-1])
+	copy(l.scores[i+1:], l.scores[i:len(l.scores)-1])
+	l.nodes[i], l.scores[i] = n, score
+}
+
+// others returns the kept nodes but chosen, best first, in a new slice.
+func (l *rankedList) others(chosen *droverv1.Node) []*droverv1.Node {
+	if len(l.nodes) <= 1 {
+		return nil
+	}
+	out := make([]*droverv1.Node, 0, len(l.nodes)-1)
+	for _, n := range l.nodes {
+		if n != chosen {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -100,6 +100,13 @@ type Config struct {
 	// Deployments reports whether new job versions may be rolled out
 	// through deployments (every server knows them); nil means never.
 	Deployments func() bool
+	// PlacementAlternates is how many other ranked nodes a new placement
+	// names besides its own (Plan.alternates), for the plan applier to use
+	// when a plan applied meanwhile filled the node; 0 names none.
+	// Evaluations scheduled at the same time rank the same fullest nodes
+	// first, so without them the later plan loses every node the earlier
+	// one filled and its worker plans again.
+	PlacementAlternates int
 }
 
 // DefaultMaxCandidates is how many feasible nodes are ranked per placement

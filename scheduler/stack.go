@@ -24,6 +24,9 @@ type stack struct {
 	// ports holds the ports picked on the node being ranked, bestPorts
 	// those of the best node so far; the two swap instead of allocating.
 	ports, bestPorts []int32
+	// ranked holds the best nodes of the selection so far, best first,
+	// when the group names alternates.
+	ranked rankedList
 }
 
 // groupStack is what a stack keeps per task group.
@@ -33,6 +36,12 @@ type groupStack struct {
 	placed  *groupPlacements
 	limit   int
 	metrics selectMetrics
+	// alternates is how many other nodes its placements name
+	// (Config.PlacementAlternates): none for a group whose placements only
+	// suit the node the selection chose, one with spreads (the choice
+	// balances the spread) or distinct_hosts (the applier cannot tell
+	// whether an alternate already runs one of the job's allocations).
+	alternates int
 	// failed holds the metrics of the group's last selection that found
 	// nothing, if any.
 	failed *selectMetrics
@@ -108,6 +117,9 @@ func (s *stack) group(tg *droverv1.TaskGroup) *groupStack {
 			g.limit = min(want, spreadSampleCap*base)
 		}
 	}
+	if len(g.placed.spreads) == 0 && !g.feas.distinctJob && !g.feas.distinctGroup {
+		g.alternates = s.ctx.cfg.PlacementAlternates
+	}
 	s.groups[tg.GetName()] = g
 	return g
 }
@@ -120,6 +132,7 @@ func (s *stack) selectNode(tg *droverv1.TaskGroup, opts selectOptions) *rankedNo
 	g.tg = tg
 	g.metrics.reset()
 	g.placed.prepare()
+	s.ranked.reset(g.alternates + 1)
 	pick := addressChoice{picker: s.addrs}
 	var (
 		best      *nodeState
@@ -135,6 +148,7 @@ func (s *stack) selectNode(tg *droverv1.TaskGroup, opts selectOptions) *rankedNo
 			continue
 		}
 		found++
+		s.ranked.add(ns.node, score)
 		if best == nil || score > bestScore {
 			best, bestScore = ns, score
 			s.ports, s.bestPorts = s.bestPorts, s.ports
@@ -149,7 +163,8 @@ func (s *stack) selectNode(tg *droverv1.TaskGroup, opts selectOptions) *rankedNo
 			slog.String("alloc", opts.allocName), slog.Int("nodes_evaluated", int(g.metrics.evaluated)))
 		return nil
 	}
-	return &rankedNode{node: best.node, score: bestScore, resources: s.allocated(tg, pick.addr)}
+	return &rankedNode{node: best.node, score: bestScore, resources: s.allocated(tg, pick.addr),
+		alternates: s.ranked.others(best.node)}
 }
 
 // fitsAlone reports whether one allocation of the group would fit on the

@@ -124,6 +124,8 @@ var (
 		"Plans of which the applier rejected some node, so the worker planned again.", nil, nil)
 	planNodesRejectedDesc = prometheus.NewDesc("drover_plan_nodes_rejected_total",
 		"Nodes of plans the applier rejected (what no longer fit).", nil, nil)
+	planRelocatedDesc = prometheus.NewDesc("drover_plan_placements_relocated_total",
+		"New placements the applier committed on an alternate node their scheduler ranked, because another plan filled their own.", nil, nil)
 	blockingQueriesDesc = prometheus.NewDesc("drover_blocking_queries",
 		"Blocking queries waiting for a change on this server, agents' GetAllocs among them.", nil, nil)
 	allocWatchersDesc = prometheus.NewDesc("drover_getallocs_watchers",
@@ -140,7 +142,7 @@ type schedulingCollector struct {
 // Describe implements prometheus.Collector.
 func (c schedulingCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{brokerEvalsDesc, blockedEvalsDesc, planQueueDesc, plansAppliedDesc,
-		plansRejectedDesc, planNodesRejectedDesc, blockingQueriesDesc, allocWatchersDesc} {
+		plansRejectedDesc, planNodesRejectedDesc, planRelocatedDesc, blockingQueriesDesc, allocWatchersDesc} {
 		ch <- d
 	}
 }
@@ -164,6 +166,7 @@ func (c schedulingCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(plansAppliedDesc, st.GetPlansApplied())
 	counter(plansRejectedDesc, st.GetPlansPartiallyRejected())
 	counter(planNodesRejectedDesc, st.GetPlanNodesRejected())
+	counter(planRelocatedDesc, st.GetPlanPlacementsRelocated())
 	gauge(blockingQueriesDesc, float64(c.rpc.BlockedQueries()))
 	gauge(allocWatchersDesc, float64(c.rpc.AllocWatchers()))
 }

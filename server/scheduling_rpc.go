@@ -139,6 +139,7 @@ func (h *schedulingService) Stats() *droverv1.SchedulerStatsResponse {
 	if applier != nil {
 		as := applier.Stats()
 		out.PlansApplied, out.PlansPartiallyRejected, out.PlanNodesRejected = as.Applied, as.PartiallyRejected, as.NodesRejected
+		out.PlanPlacementsRelocated = as.PlacementsRelocated
 	}
 	return out
 }

@@ -103,9 +103,16 @@ func (s *Server) schedulerConfig() scheduler.Config {
 		Logger:    s.logger.With("component", "scheduler"),
 		// Deployments ride in plan results that every server applies: a
 		// rollout starts only once every server knows them.
-		Deployments: func() bool { return s.gate.check(droverv1.MessageTypeDeploymentStatus) == nil },
+		Deployments:         func() bool { return s.gate.check(droverv1.MessageTypeDeploymentStatus) == nil },
+		PlacementAlternates: placementAlternates,
 	}
 }
+
+// placementAlternates is how many other ranked nodes each new placement
+// names for the plan applier. Four resolved every collision of five to ten
+// evaluations of 500 placements planned from one state on 5,000 nodes, in
+// an in-process replay; they cost about 40 bytes per placement in the plan.
+const placementAlternates = 4
 
 // jobPlanner answers JobService.Plan from this server's state.
 type jobPlanner struct{ s *Server }

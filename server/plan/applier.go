@@ -52,6 +52,10 @@ type ApplierStats struct {
 	// ports of placements given another number, likewise.
 	AddressesReplaced uint64
 	PortsReplaced     uint64
+	// PlacementsRelocated counts placements committed on one of the
+	// alternates their scheduler named, their own node having been filled
+	// by another plan meanwhile.
+	PlacementsRelocated uint64
 }
 
 // Applier is the leader's plan applier: it takes plans from the queue one at
@@ -65,7 +69,7 @@ type Applier struct {
 	raft  Committer
 
 	applied, partiallyRejected, nodesRejected, addressesReplaced atomic.Uint64
-	portsReplaced                                                atomic.Uint64
+	portsReplaced, placementsRelocated                           atomic.Uint64
 
 	// verified, set by tests, is called after each plan is checked.
 	verified func(*droverv1.Plan)
@@ -94,6 +98,8 @@ func (a *Applier) Stats() ApplierStats {
 		NodesRejected:     a.nodesRejected.Load(),
 		AddressesReplaced: a.addressesReplaced.Load(),
 		PortsReplaced:     a.portsReplaced.Load(),
+
+		PlacementsRelocated: a.placementsRelocated.Load(),
 	}
 }
 
@@ -234,12 +240,16 @@ func (a *Applier) failure(ctx context.Context, p *droverv1.Plan, err error) erro
 	return fmt.Errorf("plan of eval %s: %w", p.GetEvalId(), err)
 }
 
-// record logs and counts the rejected nodes of a plan and its replaced
-// addresses and ports.
+// record logs and counts the rejected nodes of a plan, its replaced
+// addresses and ports, and its relocated placements.
 func (a *Applier) record(p *droverv1.Plan, ver verification) {
 	if ver.portsReplaced > 0 {
 		a.portsReplaced.Add(uint64(ver.portsReplaced))
 		a.cfg.Logger.Debug("plan dynamic ports replaced", "eval_id", p.GetEvalId(), "count", ver.portsReplaced)
+	}
+	if ver.relocated > 0 {
+		a.placementsRelocated.Add(uint64(ver.relocated))
+		a.cfg.Logger.Debug("plan placements relocated", "eval_id", p.GetEvalId(), "count", ver.relocated)
 	}
 	if ver.replaced > 0 {
 		a.addressesReplaced.Add(uint64(ver.replaced))

@@ -37,8 +37,9 @@ type verification struct {
 	accepted []*droverv1.NodePlan
 	rejected []rejection
 	// replaced counts the placements that got another address,
-	// portsReplaced the dynamic ports given another number.
-	replaced, portsReplaced int
+	// portsReplaced the dynamic ports given another number, relocated the
+	// placements put on one of their alternates.
+	replaced, portsReplaced, relocated int
 }
 
 // verifier checks the nodes of one plan against a snapshot, with the
@@ -55,27 +56,43 @@ type verifier struct {
 	// replacement never takes one that a later node of the plan wants.
 	asked map[string]struct{}
 	// picker hands out replacement addresses; made on first need.
-	picker                  *ippool.Picker
-	replaced, portsReplaced int
+	picker                             *ippool.Picker
+	replaced, portsReplaced, relocated int
 }
 
 // verifyPlan checks each node of p against snap and inflight (which may
 // be nil). Nodes are checked in plan order, and each accepted node's
 // allocations count against the nodes after it. A new placement whose
-// address is no longer free gets another from pool (when valid).
+// address is no longer free gets another from pool (when valid). The new
+// placements of a node that no longer takes them all are then placed one
+// at a time, on their node or on their alternates (relocate.go).
 func verifyPlan(snap *state.Snapshot, p *droverv1.Plan, inflight *overlay, pool netip.Prefix) verification {
 	v := &verifier{plan: p, snap: snap, inflight: inflight, accepted: newOverlay(), pool: pool}
 	var out verification
+	var moving []displaced
+	at := make(map[string]int, len(p.GetNodePlans()))
 	for _, np := range p.GetNodePlans() {
-		np, reason := v.nodePlan(np)
+		checked, reason := v.nodePlan(np)
 		if reason != "" {
+			if v.relocatable(np) {
+				moving = append(moving, displaced{np: np, reason: reason})
+				continue
+			}
 			out.rejected = append(out.rejected, rejection{nodeID: np.GetNodeId(), reason: reason})
 			continue
 		}
-		v.accepted.add(np.GetAllocations())
-		out.accepted = append(out.accepted, np)
+		v.accepted.add(checked.GetAllocations())
+		at[checked.GetNodeId()] = len(out.accepted)
+		out.accepted = append(out.accepted, checked)
 	}
-	out.replaced, out.portsReplaced = v.replaced, v.portsReplaced
+	// After every node plan that fits as planned, so that a relocated
+	// placement never takes room its own plan counted on.
+	for _, d := range moving {
+		if lost := v.relocate(d, &out, at); lost > 0 {
+			out.rejected = append(out.rejected, rejection{nodeID: d.np.GetNodeId(), reason: lostReason(d, lost)})
+		}
+	}
+	out.replaced, out.portsReplaced, out.relocated = v.replaced, v.portsReplaced, v.relocated
 	return out
 }
 

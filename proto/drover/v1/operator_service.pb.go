@@ -1304,8 +1304,11 @@ type SchedulerStatsResponse struct {
 	PlansApplied           uint64 `protobuf:"varint,11,opt,name=plans_applied,json=plansApplied,proto3" json:"plans_applied,omitempty"`
 	PlansPartiallyRejected uint64 `protobuf:"varint,12,opt,name=plans_partially_rejected,json=plansPartiallyRejected,proto3" json:"plans_partially_rejected,omitempty"`
 	PlanNodesRejected      uint64 `protobuf:"varint,13,opt,name=plan_nodes_rejected,json=planNodesRejected,proto3" json:"plan_nodes_rejected,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// New placements the applier committed on one of the alternates their
+	// scheduler named, because a plan applied meanwhile filled their node.
+	PlanPlacementsRelocated uint64 `protobuf:"varint,14,opt,name=plan_placements_relocated,json=planPlacementsRelocated,proto3" json:"plan_placements_relocated,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *SchedulerStatsResponse) Reset() {
@@ -1425,6 +1428,13 @@ func (x *SchedulerStatsResponse) GetPlansPartiallyRejected() uint64 {
 func (x *SchedulerStatsResponse) GetPlanNodesRejected() uint64 {
 	if x != nil {
 		return x.PlanNodesRejected
+	}
+	return 0
+}
+
+func (x *SchedulerStatsResponse) GetPlanPlacementsRelocated() uint64 {
+	if x != nil {
+		return x.PlanPlacementsRelocated
 	}
 	return 0
 }
@@ -1647,7 +1657,7 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	"\x10BrokerQueueStats\x120\n" +
 	"\tscheduler\x18\x01 \x01(\x0e2\x12.drover.v1.JobTypeR\tscheduler\x12\x14\n" +
 	"\x05ready\x18\x02 \x01(\x05R\x05ready\x12\x18\n" +
-	"\aunacked\x18\x03 \x01(\x05R\aunacked\"\xf0\x03\n" +
+	"\aunacked\x18\x03 \x01(\x05R\aunacked\"\xac\x04\n" +
 	"\x16SchedulerStatsResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\x05R\x05ready\x12\x18\n" +
 	"\aunacked\x18\x02 \x01(\x05R\aunacked\x12\x18\n" +
@@ -1664,7 +1674,8 @@ const file_drover_v1_operator_service_proto_rawDesc = "" +
 	" \x01(\x05R\x0eplanQueueDepth\x12#\n" +
 	"\rplans_applied\x18\v \x01(\x04R\fplansApplied\x128\n" +
 	"\x18plans_partially_rejected\x18\f \x01(\x04R\x16plansPartiallyRejected\x12.\n" +
-	"\x13plan_nodes_rejected\x18\r \x01(\x04R\x11planNodesRejected\"\x17\n" +
+	"\x13plan_nodes_rejected\x18\r \x01(\x04R\x11planNodesRejected\x12:\n" +
+	"\x19plan_placements_relocated\x18\x0e \x01(\x04R\x17planPlacementsRelocated\"\x17\n" +
 	"\x15GarbageCollectRequest\"\xad\x01\n" +
 	"\x16GarbageCollectResponse\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\x03R\x05nodes\x12\x16\n" +

@@ -473,6 +473,7 @@ func (m *SchedulerStatsResponse) CloneVT() *SchedulerStatsResponse {
 	r.PlansApplied = m.PlansApplied
 	r.PlansPartiallyRejected = m.PlansPartiallyRejected
 	r.PlanNodesRejected = m.PlanNodesRejected
+	r.PlanPlacementsRelocated = m.PlanPlacementsRelocated
 	if rhs := m.ByScheduler; rhs != nil {
 		tmpContainer := make([]*BrokerQueueStats, len(rhs))
 		for k, v := range rhs {
@@ -1156,6 +1157,9 @@ func (this *SchedulerStatsResponse) EqualVT(that *SchedulerStatsResponse) bool {
 		return false
 	}
 	if this.PlanNodesRejected != that.PlanNodesRejected {
+		return false
+	}
+	if this.PlanPlacementsRelocated != that.PlanPlacementsRelocated {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -2385,6 +2389,11 @@ func (m *SchedulerStatsResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.PlanPlacementsRelocated != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.PlanPlacementsRelocated))
+		i--
+		dAtA[i] = 0x70
+	}
 	if m.PlanNodesRejected != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.PlanNodesRejected))
 		i--
@@ -3028,6 +3037,9 @@ func (m *SchedulerStatsResponse) SizeVT() (n int) {
 	}
 	if m.PlanNodesRejected != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.PlanNodesRejected))
+	}
+	if m.PlanPlacementsRelocated != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.PlanPlacementsRelocated))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -6068,6 +6080,25 @@ func (m *SchedulerStatsResponse) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.PlanNodesRejected |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 14:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PlanPlacementsRelocated", wireType)
+			}
+			m.PlanPlacementsRelocated = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PlanPlacementsRelocated |= uint64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

@@ -41,8 +41,17 @@ type Plan struct {
 	// deployments; the applier writes them with the plan.
 	Deployment        *Deployment               `protobuf:"bytes,8,opt,name=deployment,proto3" json:"deployment,omitempty"`
 	DeploymentUpdates []*DeploymentStatusUpdate `protobuf:"bytes,9,rep,name=deployment_updates,json=deploymentUpdates,proto3" json:"deployment_updates,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Other nodes the scheduler ranked for new placements, by allocation id,
+	// best first: indexes into alternate_nodes. A placement whose own node
+	// no longer takes it (a plan applied meanwhile filled the node) goes to
+	// the first of these that still does, instead of being dropped. Only
+	// placements of groups that any of these nodes suits as well have them
+	// (no spread, no distinct_hosts). The applier does not store them.
+	Alternates map[string]*PlacementAlternates `protobuf:"bytes,10,rep,name=alternates,proto3" json:"alternates,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The node ids alternates index, each once.
+	AlternateNodes []string `protobuf:"bytes,11,rep,name=alternate_nodes,json=alternateNodes,proto3" json:"alternate_nodes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
@@ -138,6 +147,66 @@ func (x *Plan) GetDeploymentUpdates() []*DeploymentStatusUpdate {
 	return nil
 }
 
+func (x *Plan) GetAlternates() map[string]*PlacementAlternates {
+	if x != nil {
+		return x.Alternates
+	}
+	return nil
+}
+
+func (x *Plan) GetAlternateNodes() []string {
+	if x != nil {
+		return x.AlternateNodes
+	}
+	return nil
+}
+
+// PlacementAlternates are the other nodes ranked for one placement.
+type PlacementAlternates struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Indexes into Plan.alternate_nodes, best first.
+	Nodes         []uint32 `protobuf:"varint,1,rep,packed,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementAlternates) Reset() {
+	*x = PlacementAlternates{}
+	mi := &file_drover_v1_plan_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementAlternates) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementAlternates) ProtoMessage() {}
+
+func (x *PlacementAlternates) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_plan_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementAlternates.ProtoReflect.Descriptor instead.
+func (*PlacementAlternates) Descriptor() ([]byte, []int) {
+	return file_drover_v1_plan_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PlacementAlternates) GetNodes() []uint32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
 // DesiredUpdates counts what a scheduler decided for the allocations of
 // one task group.
 type DesiredUpdates struct {
@@ -164,7 +233,7 @@ type DesiredUpdates struct {
 
 func (x *DesiredUpdates) Reset() {
 	*x = DesiredUpdates{}
-	mi := &file_drover_v1_plan_proto_msgTypes[1]
+	mi := &file_drover_v1_plan_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -176,7 +245,7 @@ func (x *DesiredUpdates) String() string {
 func (*DesiredUpdates) ProtoMessage() {}
 
 func (x *DesiredUpdates) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_plan_proto_msgTypes[1]
+	mi := &file_drover_v1_plan_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -189,7 +258,7 @@ func (x *DesiredUpdates) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DesiredUpdates.ProtoReflect.Descriptor instead.
 func (*DesiredUpdates) Descriptor() ([]byte, []int) {
-	return file_drover_v1_plan_proto_rawDescGZIP(), []int{1}
+	return file_drover_v1_plan_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DesiredUpdates) GetPlace() int32 {
@@ -262,7 +331,7 @@ type NodePlan struct {
 
 func (x *NodePlan) Reset() {
 	*x = NodePlan{}
-	mi := &file_drover_v1_plan_proto_msgTypes[2]
+	mi := &file_drover_v1_plan_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +343,7 @@ func (x *NodePlan) String() string {
 func (*NodePlan) ProtoMessage() {}
 
 func (x *NodePlan) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_plan_proto_msgTypes[2]
+	mi := &file_drover_v1_plan_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +356,7 @@ func (x *NodePlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodePlan.ProtoReflect.Descriptor instead.
 func (*NodePlan) Descriptor() ([]byte, []int) {
-	return file_drover_v1_plan_proto_rawDescGZIP(), []int{2}
+	return file_drover_v1_plan_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NodePlan) GetNodeId() string {
@@ -329,7 +398,7 @@ type AllocStop struct {
 
 func (x *AllocStop) Reset() {
 	*x = AllocStop{}
-	mi := &file_drover_v1_plan_proto_msgTypes[3]
+	mi := &file_drover_v1_plan_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +410,7 @@ func (x *AllocStop) String() string {
 func (*AllocStop) ProtoMessage() {}
 
 func (x *AllocStop) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_plan_proto_msgTypes[3]
+	mi := &file_drover_v1_plan_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +423,7 @@ func (x *AllocStop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocStop.ProtoReflect.Descriptor instead.
 func (*AllocStop) Descriptor() ([]byte, []int) {
-	return file_drover_v1_plan_proto_rawDescGZIP(), []int{3}
+	return file_drover_v1_plan_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AllocStop) GetAllocId() string {
@@ -410,7 +479,7 @@ type PlanResult struct {
 
 func (x *PlanResult) Reset() {
 	*x = PlanResult{}
-	mi := &file_drover_v1_plan_proto_msgTypes[4]
+	mi := &file_drover_v1_plan_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +491,7 @@ func (x *PlanResult) String() string {
 func (*PlanResult) ProtoMessage() {}
 
 func (x *PlanResult) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_plan_proto_msgTypes[4]
+	mi := &file_drover_v1_plan_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +504,7 @@ func (x *PlanResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResult.ProtoReflect.Descriptor instead.
 func (*PlanResult) Descriptor() ([]byte, []int) {
-	return file_drover_v1_plan_proto_rawDescGZIP(), []int{4}
+	return file_drover_v1_plan_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PlanResult) GetNodePlans() []*NodePlan {
@@ -470,7 +539,7 @@ var File_drover_v1_plan_proto protoreflect.FileDescriptor
 
 const file_drover_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\"\x81\x04\n" +
+	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\"\xca\x05\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1d\n" +
 	"\n" +
@@ -484,10 +553,20 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\n" +
 	"deployment\x18\b \x01(\v2\x15.drover.v1.DeploymentR\n" +
 	"deployment\x12P\n" +
-	"\x12deployment_updates\x18\t \x03(\v2!.drover.v1.DeploymentStatusUpdateR\x11deploymentUpdates\x1a\\\n" +
+	"\x12deployment_updates\x18\t \x03(\v2!.drover.v1.DeploymentStatusUpdateR\x11deploymentUpdates\x12?\n" +
+	"\n" +
+	"alternates\x18\n" +
+	" \x03(\v2\x1f.drover.v1.Plan.AlternatesEntryR\n" +
+	"alternates\x12'\n" +
+	"\x0falternate_nodes\x18\v \x03(\tR\x0ealternateNodes\x1a\\\n" +
 	"\x13DesiredUpdatesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x01\"\xf9\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x01\x1a]\n" +
+	"\x0fAlternatesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
+	"\x05value\x18\x02 \x01(\v2\x1e.drover.v1.PlacementAlternatesR\x05value:\x028\x01\"+\n" +
+	"\x13PlacementAlternates\x12\x14\n" +
+	"\x05nodes\x18\x01 \x03(\rR\x05nodes\"\xf9\x01\n" +
 	"\x0eDesiredUpdates\x12\x14\n" +
 	"\x05place\x18\x01 \x01(\x05R\x05place\x12\x12\n" +
 	"\x04stop\x18\x02 \x01(\x05R\x04stop\x12&\n" +
@@ -528,36 +607,40 @@ func file_drover_v1_plan_proto_rawDescGZIP() []byte {
 	return file_drover_v1_plan_proto_rawDescData
 }
 
-var file_drover_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_drover_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_drover_v1_plan_proto_goTypes = []any{
 	(*Plan)(nil),                   // 0: drover.v1.Plan
-	(*DesiredUpdates)(nil),         // 1: drover.v1.DesiredUpdates
-	(*NodePlan)(nil),               // 2: drover.v1.NodePlan
-	(*AllocStop)(nil),              // 3: drover.v1.AllocStop
-	(*PlanResult)(nil),             // 4: drover.v1.PlanResult
-	nil,                            // 5: drover.v1.Plan.DesiredUpdatesEntry
-	(*Deployment)(nil),             // 6: drover.v1.Deployment
-	(*DeploymentStatusUpdate)(nil), // 7: drover.v1.DeploymentStatusUpdate
-	(*Allocation)(nil),             // 8: drover.v1.Allocation
-	(AllocDesiredStatus)(0),        // 9: drover.v1.AllocDesiredStatus
-	(AllocClientStatus)(0),         // 10: drover.v1.AllocClientStatus
+	(*PlacementAlternates)(nil),    // 1: drover.v1.PlacementAlternates
+	(*DesiredUpdates)(nil),         // 2: drover.v1.DesiredUpdates
+	(*NodePlan)(nil),               // 3: drover.v1.NodePlan
+	(*AllocStop)(nil),              // 4: drover.v1.AllocStop
+	(*PlanResult)(nil),             // 5: drover.v1.PlanResult
+	nil,                            // 6: drover.v1.Plan.DesiredUpdatesEntry
+	nil,                            // 7: drover.v1.Plan.AlternatesEntry
+	(*Deployment)(nil),             // 8: drover.v1.Deployment
+	(*DeploymentStatusUpdate)(nil), // 9: drover.v1.DeploymentStatusUpdate
+	(*Allocation)(nil),             // 10: drover.v1.Allocation
+	(AllocDesiredStatus)(0),        // 11: drover.v1.AllocDesiredStatus
+	(AllocClientStatus)(0),         // 12: drover.v1.AllocClientStatus
 }
 var file_drover_v1_plan_proto_depIdxs = []int32{
-	2,  // 0: drover.v1.Plan.node_plans:type_name -> drover.v1.NodePlan
-	5,  // 1: drover.v1.Plan.desired_updates:type_name -> drover.v1.Plan.DesiredUpdatesEntry
-	6,  // 2: drover.v1.Plan.deployment:type_name -> drover.v1.Deployment
-	7,  // 3: drover.v1.Plan.deployment_updates:type_name -> drover.v1.DeploymentStatusUpdate
-	8,  // 4: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
-	3,  // 5: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
-	9,  // 6: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
-	10, // 7: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
-	2,  // 8: drover.v1.PlanResult.node_plans:type_name -> drover.v1.NodePlan
-	1,  // 9: drover.v1.Plan.DesiredUpdatesEntry.value:type_name -> drover.v1.DesiredUpdates
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	3,  // 0: drover.v1.Plan.node_plans:type_name -> drover.v1.NodePlan
+	6,  // 1: drover.v1.Plan.desired_updates:type_name -> drover.v1.Plan.DesiredUpdatesEntry
+	8,  // 2: drover.v1.Plan.deployment:type_name -> drover.v1.Deployment
+	9,  // 3: drover.v1.Plan.deployment_updates:type_name -> drover.v1.DeploymentStatusUpdate
+	7,  // 4: drover.v1.Plan.alternates:type_name -> drover.v1.Plan.AlternatesEntry
+	10, // 5: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
+	4,  // 6: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
+	11, // 7: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
+	12, // 8: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
+	3,  // 9: drover.v1.PlanResult.node_plans:type_name -> drover.v1.NodePlan
+	2,  // 10: drover.v1.Plan.DesiredUpdatesEntry.value:type_name -> drover.v1.DesiredUpdates
+	1,  // 11: drover.v1.Plan.AlternatesEntry.value:type_name -> drover.v1.PlacementAlternates
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_plan_proto_init() }
@@ -573,7 +656,7 @@ func file_drover_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_plan_proto_rawDesc), len(file_drover_v1_plan_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
