@@ -235,7 +235,7 @@ func (c *evalContext) invalidate(nodeID string) {
 }
 
 func (c *evalContext) stateAlloc(nodeID, id string) *droverv1.Allocation {
-	allocs, _ := c.state.AllocsByNode(nodeID)
+	allocs := c.state.NodeAllocsShared(nodeID) // read only: no copy
 	for _, a := range allocs {
 		if a.GetId() == id {
 			return a
@@ -255,7 +255,7 @@ func (c *evalContext) proposedAllocs(nodeID string) []*droverv1.Allocation {
 }
 
 func (c *evalContext) eachProposed(nodeID string, yield func(*droverv1.Allocation)) {
-	allocs, _ := c.state.AllocsByNode(nodeID)
+	allocs := c.state.NodeAllocsShared(nodeID) // read only: no copy
 	for _, a := range allocs {
 		if !fit.Holds(a) {
 			continue
