@@ -105,6 +105,10 @@ type Config struct {
 	// Deployments reports whether new job versions may be rolled out
 	// through deployments (every server knows them); nil means never.
 	Deployments func() bool
+	// UsageCache, shared by every scheduler of a server, keeps each
+	// node's usage between passes; nil means every pass builds the usage
+	// of each node it visits from the node's allocations.
+	UsageCache *UsageCache
 }
 
 // DefaultMaxCandidates is how many feasible nodes are ranked per placement

@@ -104,6 +104,7 @@ func (s *Server) schedulerConfig() scheduler.Config {
 		// Deployments ride in plan results that every server applies: a
 		// rollout starts only once every server knows them.
 		Deployments: func() bool { return s.gate.check(droverv1.MessageTypeDeploymentStatus) == nil },
+		UsageCache:  s.usage,
 	}
 }
 
