@@ -31,6 +31,10 @@ type evalContext struct {
 	stopped map[string]struct{}
 	lost    map[string]struct{}
 	updated map[string]struct{}
+	// altered holds the nodes on which lost, updated or releaseFor have
+	// ever changed what the state's allocations hold in this pass: their
+	// usage cannot come from Config.UsageCache.
+	altered map[string]struct{}
 	// planIPs are the addresses the plan's allocations hold, which the
 	// state does not know about yet.
 	planIPs map[netip.Addr]struct{}
@@ -92,6 +96,7 @@ func newEvalContext(st State, cfg Config, eval *droverv1.Evaluation, job *drover
 		stopped:   make(map[string]struct{}),
 		lost:      make(map[string]struct{}),
 		updated:   make(map[string]struct{}),
+		altered:   make(map[string]struct{}),
 		planIPs:   make(map[netip.Addr]struct{}),
 		regexps:   make(map[string]*regexp.Regexp),
 	}
@@ -253,15 +258,16 @@ func (c *evalContext) holdIP(a *droverv1.Allocation) {
 }
 
 // invalidate drops a node's cached usage after a change Usage cannot
-// subtract.
+// subtract, and marks the node altered: its usage is built from now on.
 func (c *evalContext) invalidate(nodeID string) {
+	c.altered[nodeID] = struct{}{}
 	if ns := c.nodeByID[nodeID]; ns != nil {
 		ns.usage = nil
 	}
 }
 
 func (c *evalContext) stateAlloc(nodeID, id string) *droverv1.Allocation {
-	allocs, _ := c.state.AllocsByNode(nodeID)
+	allocs := c.state.NodeAllocsShared(nodeID) // read only: no copy
 	for _, a := range allocs {
 		if a.GetId() == id {
 			return a
@@ -281,7 +287,7 @@ func (c *evalContext) proposedAllocs(nodeID string) []*droverv1.Allocation {
 }
 
 func (c *evalContext) eachProposed(nodeID string, yield func(*droverv1.Allocation)) {
-	allocs, _ := c.state.AllocsByNode(nodeID)
+	allocs := c.state.NodeAllocsShared(nodeID) // read only: no copy
 	for _, a := range allocs {
 		if !fit.Holds(a) {
 			continue
@@ -306,11 +312,28 @@ func (c *evalContext) eachProposed(nodeID string, yield func(*droverv1.Allocatio
 // usageOf returns what the node holds once the plan so far is applied.
 func (c *evalContext) usageOf(ns *nodeState) *fit.Usage {
 	if ns.usage == nil {
-		u := fit.NewUsage(ns.node)
-		c.eachProposed(ns.node.GetId(), func(a *droverv1.Allocation) { u.Add(a) })
-		ns.usage = u
+		ns.usage = c.buildUsage(ns)
 	}
 	return ns.usage
+}
+
+// buildUsage counts what the node holds once the plan so far is applied:
+// over the server's cached usage of the node's stored allocations when
+// the plan leaves those as they are, else from scratch.
+func (c *evalContext) buildUsage(ns *nodeState) *fit.Usage {
+	id := ns.node.GetId()
+	if _, altered := c.altered[id]; altered || c.cfg.UsageCache == nil {
+		u := fit.NewUsage(ns.node)
+		c.eachProposed(id, func(a *droverv1.Allocation) { u.Add(a) })
+		return u
+	}
+	u := c.cfg.UsageCache.base(ns.node, c.state.NodeAllocsShared(id)).Overlay()
+	// An unaltered node's plan holds placements only (an update would
+	// have altered it); Add skips those that hold nothing.
+	for _, a := range c.nodePlans[id].GetAllocations() {
+		u.Add(a)
+	}
+	return u
 }
 
 // allNodes returns every node of the state, in id order.
@@ -331,6 +354,9 @@ func (c *evalContext) allNodes() []*nodeState {
 		block[i] = nodeState{node: n, index: i}
 		c.nodes[i] = &block[i]
 		c.nodeByID[n.GetId()] = &block[i]
+	}
+	if c.cfg.UsageCache != nil {
+		c.cfg.UsageCache.trim(len(list), func(id string) bool { return c.nodeByID[id] != nil })
 	}
 	return c.nodes
 }

@@ -39,6 +39,11 @@ type State interface {
 	// AllocsByNode returns the node's allocations (terminal ones included)
 	// and the index of their last change.
 	AllocsByNode(nodeID string) ([]*droverv1.Allocation, uint64)
+	// NodeAllocsShared returns what AllocsByNode does without the index
+	// and without copying: the stored row, read-only. A row that changes
+	// is a new array, so the same first element address and length mean
+	// the same allocations (the usage cache keys on that).
+	NodeAllocsShared(nodeID string) []*droverv1.Allocation
 	// AllocIPHeld reports whether a non-client-terminal allocation holds
 	// the address.
 	AllocIPHeld(ip string) bool
@@ -107,6 +112,10 @@ type Config struct {
 	// first, so without them the later plan loses every node the earlier
 	// one filled and its worker plans again.
 	PlacementAlternates int
+	// UsageCache, shared by every scheduler of a server, keeps each
+	// node's usage between passes; nil means every pass builds the usage
+	// of each node it visits from the node's allocations.
+	UsageCache *UsageCache
 }
 
 // DefaultMaxCandidates is how many feasible nodes are ranked per placement

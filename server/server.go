@@ -23,6 +23,7 @@ import (
 	"github.com/droverhq/drover/internal/audit"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
+	"github.com/droverhq/drover/scheduler"
 	"github.com/droverhq/drover/server/autopilot"
 	"github.com/droverhq/drover/server/raftnode"
 	"github.com/droverhq/drover/server/readindex"
@@ -71,6 +72,10 @@ type Server struct {
 	peers      *peers
 	forming    forming
 
+	// usage is the node usage cache every scheduler of this server
+	// shares (its workers' and job plans').
+	usage *scheduler.UsageCache
+
 	// lifetime ends when shutdown begins; background loops run under it.
 	lifetime    context.Context
 	endLifetime context.CancelFunc
@@ -98,7 +103,7 @@ func New(cfg Config) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Server{cfg: cfg, logger: logger, security: security, shutdownCh: make(chan struct{}), reassert: make(chan chan struct{}), leader: newLeadership(), peers: newPeers(security.dial)}
+	s = &Server{cfg: cfg, logger: logger, security: security, shutdownCh: make(chan struct{}), reassert: make(chan chan struct{}), leader: newLeadership(), peers: newPeers(security.dial), usage: scheduler.NewUsageCache()}
 
 	// Undo what was started if a later step fails. Cleanups must not read
 	// s: the named result is nil by the time they run.

@@ -105,6 +105,7 @@ func (s *Server) schedulerConfig() scheduler.Config {
 		// rollout starts only once every server knows them.
 		Deployments:         func() bool { return s.gate.check(droverv1.MessageTypeDeploymentStatus) == nil },
 		PlacementAlternates: placementAlternates,
+		UsageCache:          s.usage,
 	}
 }
 

@@ -218,6 +218,7 @@ func (fakeState) JobByID(string) *droverv1.Job                         { return 
 func (fakeState) JobVersion(string, uint64) *droverv1.Job              { return nil }
 func (fakeState) AllocsByJob(string) ([]*droverv1.Allocation, uint64)  { return nil, 0 }
 func (fakeState) AllocsByNode(string) ([]*droverv1.Allocation, uint64) { return nil, 0 }
+func (fakeState) NodeAllocsShared(string) []*droverv1.Allocation       { return nil }
 func (fakeState) AllocIPHeld(string) bool                              { return false }
 func (fakeState) LatestDeployment(string) *droverv1.Deployment         { return nil }
 func (fakeState) NeverUsedIP(from, _ netip.Addr) (netip.Addr, bool)    { return from, true }

@@ -288,6 +288,25 @@ func (s *Snapshot) AllocsByNode(nodeID string) ([]*droverv1.Allocation, uint64) 
 	return s.allocsOf(set), set.lastIndex()
 }
 
+// NodeAllocsShared returns the allocations on a node, terminal ones
+// included, in id order: the stored row itself, not a copy, for readers
+// that only look (the scheduler reads every node's row in every pass). It
+// is read-only: callers must not modify it, sort it or append to it.
+//
+// A row is never changed in place: a write that changes a node's
+// allocations (or replaces one by a newer version) stores a new backing
+// array, and an unchanged row keeps its array. So while the same array
+// (its first element's address) of the same length is returned, the
+// node's allocations are the same, which lets callers cache what they
+// derive from it.
+func (s *Snapshot) NodeAllocsShared(nodeID string) []*droverv1.Allocation {
+	set := first[*allocSet](s, tableNodeAllocs, indexID, nodeID)
+	if set == nil || len(set.allocs) == 0 {
+		return nil
+	}
+	return set.allocs
+}
+
 // AgentAllocs returns what AllocsByNode does, but a blocking query reading
 // it wakes only when the servers change one of the node's allocations or
 // the set of them: not for the reports of the node's own agent, which would

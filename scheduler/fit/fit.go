@@ -65,17 +65,29 @@ func FreeDynamicPort(node *droverv1.Node, used func(int32) bool, draw func(n int
 // Usage is what allocations hold on one node, against what the node offers
 // them (its resources minus what is reserved). Build it with NewUsage and
 // Add; the zero value is not usable.
+//
+// A usage may be layered: Overlay makes a usage that starts where a frozen
+// one (its base) stands and counts further allocations in its own maps, so
+// that many scheduling passes can share one base built from a node's
+// stored allocations and each pays only for what it adds.
 type Usage struct {
 	node *droverv1.Node
 	// Capacity left for allocations.
 	capCPU, capMemory, capDisk int64
-	// Held by the allocations added so far.
+	// Held by the allocations added so far, the base's included.
 	CPU, Memory, Disk int64
 	// ports maps each port held or reserved on the node to its holder: an
-	// allocation id, or "" for the node's own reservation.
+	// allocation id, or "" for the node's own reservation. In an overlay
+	// it holds only the ports added on top of the base, and is made on
+	// first use: most passes add nothing to most nodes.
 	ports map[int32]string
 	// ips maps each address held on the node to its allocation.
 	ips map[string]string
+	// base is the frozen usage this one lies over, or nil.
+	base *Usage
+	// frozen marks a usage that may be shared: Add panics on it, since a
+	// change would show through every overlay and race with their reads.
+	frozen bool
 }
 
 // NewUsage returns the usage of an empty node: nothing held but the node's
@@ -103,23 +115,71 @@ func (u *Usage) Node() *droverv1.Node { return u.node }
 // Capacity returns what the node offers allocations in total.
 func (u *Usage) Capacity() (cpu, memory, disk int64) { return u.capCPU, u.capMemory, u.capDisk }
 
+// Freeze makes u shareable: from now on Add panics on it, and Overlay
+// gives usages that read it without copying. It returns u. Call it before
+// u is handed to other goroutines.
+func (u *Usage) Freeze() *Usage {
+	u.frozen = true
+	return u
+}
+
+// Overlay returns a usage that holds what the frozen u holds and counts
+// what is added to it on its own, leaving u unchanged. It costs a copy of
+// the sums, not of u's ports and addresses, which it reads through.
+func (u *Usage) Overlay() *Usage {
+	if !u.frozen {
+		panic("fit: Overlay of a usage that is not frozen")
+	}
+	return &Usage{
+		node:   u.node,
+		capCPU: u.capCPU, capMemory: u.capMemory, capDisk: u.capDisk,
+		CPU: u.CPU, Memory: u.Memory, Disk: u.Disk,
+		base: u,
+	}
+}
+
 // PortUsed reports whether a port is held by an allocation or reserved.
 func (u *Usage) PortUsed(port int32) bool {
-	_, ok := u.ports[port]
+	_, ok := u.portHolder(port)
 	return ok
 }
 
 // IPUsed reports whether an allocation on the node holds the address.
 func (u *Usage) IPUsed(ip string) bool {
-	_, ok := u.ips[ip]
+	_, ok := u.ipHolder(ip)
 	return ok
+}
+
+// portHolder returns who holds a port, looking through the layers from
+// the top: a port added on top of the base is the newer holder.
+func (u *Usage) portHolder(port int32) (string, bool) {
+	for l := u; l != nil; l = l.base {
+		if holder, ok := l.ports[port]; ok {
+			return holder, true
+		}
+	}
+	return "", false
+}
+
+// ipHolder returns who holds an address, looking through the layers.
+func (u *Usage) ipHolder(ip string) (string, bool) {
+	for l := u; l != nil; l = l.base {
+		if holder, ok := l.ips[ip]; ok {
+			return holder, true
+		}
+	}
+	return "", false
 }
 
 // Add counts an allocation's resources, if it holds any. It returns "" if
 // everything added so far still fits the node, else the first dimension
 // that does not (with detail for ports and addresses). Usage keeps counting
-// after a failure, so one pass can name the failing dimension.
+// after a failure, so one pass can name the failing dimension. It panics
+// on a frozen usage.
 func (u *Usage) Add(a *droverv1.Allocation) string {
+	if u.frozen {
+		panic("fit: Add to a frozen usage")
+	}
 	if !Holds(a) {
 		return ""
 	}
@@ -129,17 +189,20 @@ func (u *Usage) Add(a *droverv1.Allocation) string {
 	u.Disk += r.GetDiskMb()
 	failed := u.exceeded()
 	for _, p := range r.GetPorts() {
-		if holder, taken := u.ports[p.GetValue()]; taken && failed == "" {
+		if holder, taken := u.portHolder(p.GetValue()); taken && failed == "" {
 			failed = portCollision(p.GetValue(), holder)
+		}
+		if u.ports == nil {
+			u.ports = make(map[int32]string) // an overlay's, on first use
 		}
 		u.ports[p.GetValue()] = a.GetId()
 	}
 	if ip := r.GetIp(); ip != "" {
+		if holder, taken := u.ipHolder(ip); taken && failed == "" {
+			failed = fmt.Sprintf("%s %s already held by allocation %s", DimensionIP, ip, holder)
+		}
 		if u.ips == nil {
 			u.ips = make(map[string]string) // most jobs ask for no address
-		}
-		if holder, taken := u.ips[ip]; taken && failed == "" {
-			failed = fmt.Sprintf("%s %s already held by allocation %s", DimensionIP, ip, holder)
 		}
 		u.ips[ip] = a.GetId()
 	}

@@ -1,0 +1,57 @@
+package state
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/droverhq/drover/internal/mock"
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+)
+
+// TestNodeAllocsSharedIdentity checks the contract the scheduler's usage
+// cache relies on: a node's shared row keeps its backing array while
+// nothing on the node changes (a write elsewhere included), and gets a new
+// one on any change of the node's allocations, an agent's report included.
+func TestNodeAllocsSharedIdentity(t *testing.T) {
+	f := newFixture(t)
+	n, other := f.node(), f.node()
+	job := f.job(3)
+	if got := f.s.Snapshot().NodeAllocsShared(n.GetId()); got != nil {
+		t.Fatalf("row of a node without allocations = %v, want nil", got)
+	}
+	a := f.place(mock.Alloc(n, job, 0), mock.Alloc(n, job, 1))[0]
+	before := f.s.Snapshot().NodeAllocsShared(n.GetId())
+	copied, _ := f.s.Snapshot().AllocsByNode(n.GetId())
+	if !slices.Equal(before, copied) {
+		t.Fatalf("shared row %v differs from AllocsByNode %v", ids(before), ids(copied))
+	}
+	if &copied[0] == &before[0] {
+		t.Fatalf("AllocsByNode returned the shared row, not a copy")
+	}
+
+	f.place(mock.Alloc(other, job, 2))
+	if same := f.s.Snapshot().NodeAllocsShared(n.GetId()); &same[0] != &before[0] || len(same) != len(before) {
+		t.Fatalf("a placement on another node gave the node a new row")
+	}
+
+	f.report(n.GetId(), running, a.GetId())
+	after := f.s.Snapshot().NodeAllocsShared(n.GetId())
+	if &after[0] == &before[0] {
+		t.Fatalf("an agent's report kept the node's row array")
+	}
+	if old := byID(before, a.GetId()); old.GetClientStatus() == running {
+		t.Fatalf("the old row was changed in place: %v", old)
+	}
+	if reported := byID(after, a.GetId()); reported.GetClientStatus() != running {
+		t.Fatalf("new row holds %v, want the reported version", reported)
+	}
+}
+
+func byID(allocs []*droverv1.Allocation, id string) *droverv1.Allocation {
+	for _, a := range allocs {
+		if a.GetId() == id {
+			return a
+		}
+	}
+	return nil
+}

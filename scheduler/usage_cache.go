@@ -1,0 +1,131 @@
+package scheduler
+
+import (
+	"sync"
+	"weak"
+
+	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/scheduler/fit"
+)
+
+// trimSlack is how many entries of gone nodes the usage cache may hold
+// beyond twice the nodes of the state before it drops them: enough that a
+// trim, which scans every entry, is rare.
+const trimSlack = 1024
+
+// UsageCache keeps, for the schedulers of one server, the usage of each
+// node's stored allocations: what they hold before a pass changes
+// anything. Building a node's usage adds up every one of its allocations,
+// and a pass placing many allocations visits every node, so without the
+// cache each pass costs in proportion to all the allocations of the
+// cluster. With it a pass takes a node's usage as an overlay of the cached
+// one (fit.Usage.Overlay) while the node and its allocation row are those
+// the entry was built from.
+//
+// Passes run concurrently from snapshots of different ages, so an entry
+// is keyed by what it was built from (the node object and the identity of
+// its allocation row); a pass whose row differs builds its own and
+// publishes it in place of the entry. A usage whose key does not match the
+// caller's row is never returned. Entries of nodes that no longer exist
+// are dropped once the cache holds more than twice the nodes of the state
+// (plus trimSlack).
+//
+// A UsageCache is safe for concurrent use. The zero value is not usable:
+// make one with NewUsageCache.
+type UsageCache struct {
+	mu      sync.RWMutex
+	entries map[string]usageEntry
+}
+
+// usageEntry is one node's cached usage and what it was built from.
+type usageEntry struct {
+	// row is the first element of the allocation row the usage counts,
+	// and n its length. The pointer is weak so that the cache does not
+	// keep replaced rows (and the old versions of their allocations)
+	// alive; a weak pointer still tells a reclaimed array from a new one
+	// allocated at the same address, which a plain address could not.
+	row weak.Pointer[*droverv1.Allocation]
+	n   int
+	// base is frozen; base.Node() is the node object it was built for.
+	base *fit.Usage
+}
+
+// NewUsageCache returns an empty cache, to share between every scheduler
+// of a server through Config.UsageCache.
+func NewUsageCache() *UsageCache {
+	return &UsageCache{entries: make(map[string]usageEntry)}
+}
+
+// base returns the frozen usage of row, the node's allocation row as the
+// state stores it (State.NodeAllocsShared): cached when the node and the
+// row are those of the entry, else built and published.
+func (c *UsageCache) base(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
+	if u := c.lookup(node, row); u != nil {
+		return u
+	}
+	_, _, u := fit.AllocsFit(node, row)
+	u.Freeze() // before any other goroutine can see it
+	c.publish(node.GetId(), usageEntry{row: rowKey(row), n: len(row), base: u})
+	return u
+}
+
+// lookup returns the cached usage of the node if it was built from this
+// node object and this row, else nil.
+func (c *UsageCache) lookup(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
+	c.mu.RLock()
+	e, ok := c.entries[node.GetId()]
+	c.mu.RUnlock()
+	if !ok || e.base.Node() != node || e.n != len(row) {
+		return nil
+	}
+	// An entry whose row was reclaimed has a nil Value, which no live row
+	// (the caller holds its own) can match.
+	if len(row) > 0 && e.row.Value() != &row[0] {
+		return nil
+	}
+	return e.base
+}
+
+// publish stores an entry, replacing whatever the node had: the newest
+// build wins, whichever snapshot it came from.
+func (c *UsageCache) publish(nodeID string, e usageEntry) {
+	c.mu.Lock()
+	c.entries[nodeID] = e
+	c.mu.Unlock()
+}
+
+// rowKey is the weak identity of a row; an empty row has none, its
+// length (zero) says it all.
+func rowKey(row []*droverv1.Allocation) weak.Pointer[*droverv1.Allocation] {
+	if len(row) == 0 {
+		return weak.Pointer[*droverv1.Allocation]{}
+	}
+	return weak.Make(&row[0])
+}
+
+// trim drops the entries of nodes a state does not have, once the cache
+// holds more than twice its nodes plus trimSlack. exists reports whether
+// the state has the node; nodes is how many it has. A node dropped that a
+// newer state has merely costs its next pass a build.
+func (c *UsageCache) trim(nodes int, exists func(nodeID string) bool) {
+	c.mu.RLock()
+	over := len(c.entries) > 2*nodes+trimSlack
+	c.mu.RUnlock()
+	if !over {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.entries {
+		if !exists(id) {
+			delete(c.entries, id)
+		}
+	}
+}
+
+// size returns how many nodes have an entry.
+func (c *UsageCache) size() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries)
+}
