@@ -58,6 +58,9 @@ type verifier struct {
 	// picker hands out replacement addresses; made on first need.
 	picker                             *ippool.Picker
 	replaced, portsReplaced, relocated int
+	// room is what each node a placement was relocated to or tried on
+	// holds, with everything accepted so far (relocate.go).
+	room map[string]*fit.Usage
 }
 
 // verifyPlan checks each node of p against snap and inflight (which may
@@ -114,7 +117,7 @@ func (v *verifier) nodePlan(np *droverv1.NodePlan) (*droverv1.NodePlan, string) 
 	if node == nil {
 		return np, reasonNodeMissing
 	}
-	existing, _ := v.snap.AllocsByNode(node.GetId())
+	existing := v.snap.NodeAllocsShared(node.GetId()) // read only
 	count, reason := admit(node, planned, existing)
 	if reason != "" {
 		return np, reason
