@@ -18,6 +18,7 @@ const (
 	// The plan applier's counters, kept by whichever server leads.
 	metricPlansApplied  = "drover_plans_applied_total"
 	metricPlansRejected = "drover_plans_partially_rejected_total"
+	metricRelocated     = "drover_plan_placements_relocated_total"
 )
 
 // scrapedMetrics are the metrics the report uses, from one server.
@@ -27,6 +28,7 @@ type scrapedMetrics struct {
 	RaftBytes     float64
 	PlansApplied  float64
 	PlansRejected float64
+	Relocated     float64
 }
 
 // scrape reads one server's metrics endpoint.
@@ -43,13 +45,13 @@ func scrape(ctx context.Context, client *http.Client, url string) (scrapedMetric
 	if resp.StatusCode != http.StatusOK {
 		return scrapedMetrics{}, fmt.Errorf("metrics %s: %s", url, resp.Status)
 	}
-	sums, err := sumFamilies(resp.Body, metricCPU, metricRSS, metricRaftBytes, metricPlansApplied, metricPlansRejected)
+	sums, err := sumFamilies(resp.Body, metricCPU, metricRSS, metricRaftBytes, metricPlansApplied, metricPlansRejected, metricRelocated)
 	if err != nil {
 		return scrapedMetrics{}, fmt.Errorf("metrics %s: %w", url, err)
 	}
 	return scrapedMetrics{
 		CPUSeconds: sums[metricCPU], RSSBytes: sums[metricRSS], RaftBytes: sums[metricRaftBytes],
-		PlansApplied: sums[metricPlansApplied], PlansRejected: sums[metricPlansRejected],
+		PlansApplied: sums[metricPlansApplied], PlansRejected: sums[metricPlansRejected], Relocated: sums[metricRelocated],
 	}, nil
 }
 
@@ -78,6 +80,7 @@ type metricsDelta struct {
 	RaftBytes     float64
 	PlansApplied  float64
 	PlansRejected float64
+	Relocated     float64
 }
 
 // delta sums the change of each server's counters from m0 to m1 (nil
@@ -89,6 +92,7 @@ func delta(m0, m1 []scrapedMetrics) metricsDelta {
 		d.RaftBytes += m1[i].RaftBytes - m0[i].RaftBytes
 		d.PlansApplied += m1[i].PlansApplied - m0[i].PlansApplied
 		d.PlansRejected += m1[i].PlansRejected - m0[i].PlansRejected
+		d.Relocated += m1[i].Relocated - m0[i].Relocated
 	}
 	return d
 }

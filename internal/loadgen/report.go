@@ -102,6 +102,10 @@ type StepReport struct {
 	PlansApplied         uint64  `json:"plans_applied"`
 	PlansPartlyRejected  uint64  `json:"plans_partly_rejected"`
 	RejectedPlansPer1000 float64 `json:"rejected_plans_per_1000_placements"`
+	// PlacementsRelocated counts the placements the applier committed on
+	// an alternate node their scheduler ranked, their own having been
+	// filled by another plan (a collision that cost no rejection).
+	PlacementsRelocated uint64 `json:"placements_relocated"`
 	// UpdateAlloc and GetAllocs are the agents' call latencies during the
 	// step (Hold included).
 	UpdateAlloc Latency `json:"update_alloc"`
@@ -210,6 +214,7 @@ func total(steps []StepReport) StepReport {
 		t.Writes += s.Writes
 		t.PlansApplied += s.PlansApplied
 		t.PlansPartlyRejected += s.PlansPartlyRejected
+		t.PlacementsRelocated += s.PlacementsRelocated
 	}
 	t.deriveCosts()
 	if placing > 0 {

@@ -70,6 +70,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (StepReport, error) {
 	d := delta(m0, m1)
 	sr.RaftBytes, sr.ServerCPUSeconds = d.RaftBytes, d.CPUSeconds
 	sr.PlansApplied, sr.PlansPartlyRejected = uint64(d.PlansApplied), uint64(d.PlansRejected)
+	sr.PlacementsRelocated = uint64(d.Relocated)
 	for i := range m1 {
 		sr.CPUSeconds = append(sr.CPUSeconds, m1[i].CPUSeconds-m0[i].CPUSeconds)
 	}
