@@ -47,9 +47,9 @@ type evalContext struct {
 	// use and kept current by planPlace and planStop.
 	placed  *jobPlacements
 	regexps map[string]*regexp.Regexp
-	// alternateIndex is the position of each node id in the plan's
-	// alternate_nodes.
-	alternateIndex map[string]uint32
+	// alternates are the other nodes ranked for each placement, written
+	// into the plan by attachAlternates.
+	alternates map[*droverv1.Allocation][]*droverv1.Node
 }
 
 // nodeState is what one pass knows about a node beyond the node itself.
@@ -138,26 +138,54 @@ func (c *evalContext) planPlace(a *droverv1.Allocation) {
 }
 
 // planAlternates names the other nodes a new placement may go to when its
-// own no longer takes it (Plan.alternates).
-func (c *evalContext) planAlternates(allocID string, nodes []*droverv1.Node) {
+// own no longer takes it (NodePlan.alternates); attachAlternates writes
+// them into the plan once it is complete.
+func (c *evalContext) planAlternates(a *droverv1.Allocation, nodes []*droverv1.Node) {
 	if len(nodes) == 0 {
 		return
 	}
-	if c.p.Alternates == nil {
-		c.p.Alternates = make(map[string]*droverv1.PlacementAlternates)
-		c.alternateIndex = make(map[string]uint32)
+	if c.alternates == nil {
+		c.alternates = make(map[*droverv1.Allocation][]*droverv1.Node)
 	}
-	idx := make([]uint32, len(nodes))
-	for i, n := range nodes {
-		j, ok := c.alternateIndex[n.GetId()]
-		if !ok {
-			j = uint32(len(c.p.AlternateNodes))
-			c.p.AlternateNodes = append(c.p.AlternateNodes, n.GetId())
-			c.alternateIndex[n.GetId()] = j
+	c.alternates[a] = nodes
+}
+
+// attachAlternates writes the alternates of the plan's placements into
+// their node plans, one entry per allocation, as indexes into the plan's
+// alternate_nodes. It runs once the plan is complete: node plans change
+// while a pass builds them (updates replace allocations, a node plan left
+// empty is dropped), and an index into them taken earlier could be wrong.
+func (c *evalContext) attachAlternates() {
+	if len(c.alternates) == 0 {
+		return
+	}
+	index := make(map[string]uint32)
+	for _, np := range c.p.GetNodePlans() {
+		np.Alternates = nil
+		for i, a := range np.GetAllocations() {
+			nodes := c.alternates[a]
+			if len(nodes) == 0 {
+				continue
+			}
+			if np.Alternates == nil {
+				np.Alternates = make([]*droverv1.PlacementAlternates, len(np.GetAllocations()))
+				for j := range np.Alternates {
+					np.Alternates[j] = &droverv1.PlacementAlternates{}
+				}
+			}
+			idx := make([]uint32, len(nodes))
+			for k, n := range nodes {
+				j, ok := index[n.GetId()]
+				if !ok {
+					j = uint32(len(c.p.AlternateNodes))
+					c.p.AlternateNodes = append(c.p.AlternateNodes, n.GetId())
+					index[n.GetId()] = j
+				}
+				idx[k] = j
+			}
+			np.Alternates[i].Nodes = idx
 		}
-		idx[i] = j
 	}
-	c.p.Alternates[allocID] = &droverv1.PlacementAlternates{Nodes: idx}
 }
 
 // planUpdate adds an updated copy of an existing allocation to the plan. A

@@ -115,6 +115,7 @@ func (g *genericScheduler) pass(ctx context.Context, eval *droverv1.Evaluation) 
 	if len(res.place) > 0 {
 		out = place(ec, job, eval, res.place)
 	}
+	ec.attachAlternates()
 	plan := ec.plan()
 	plan.DesiredUpdates = res.desiredUpdates()
 	plan.Deployment, plan.DeploymentUpdates = res.deployment, res.deploymentUpdates
@@ -196,7 +197,7 @@ func place(ec *evalContext, job *droverv1.Job, eval *droverv1.Evaluation, placem
 		if rn != nil {
 			a := newAlloc(ec, job, eval, p, rn)
 			ec.planPlace(a)
-			ec.planAlternates(a.GetId(), rn.alternates)
+			ec.planAlternates(a, rn.alternates)
 			continue
 		}
 		if p.keepPrevious && !fitsOnceGone(ec, st, p) {

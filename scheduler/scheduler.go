@@ -106,7 +106,7 @@ type Config struct {
 	// through deployments (every server knows them); nil means never.
 	Deployments func() bool
 	// PlacementAlternates is how many other ranked nodes a new placement
-	// names besides its own (Plan.alternates), for the plan applier to use
+	// names besides its own (NodePlan.alternates), for the plan applier to use
 	// when a plan applied meanwhile filled the node; 0 names none.
 	// Evaluations scheduled at the same time rank the same fullest nodes
 	// first, so without them the later plan loses every node the earlier

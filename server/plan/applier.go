@@ -206,6 +206,10 @@ func (a *Applier) apply(ctx context.Context, pl *pipeline, item *pending) {
 func planResult(snap *state.Snapshot, ver verification, checkedAgainst *commit) *droverv1.PlanResult {
 	result := &droverv1.PlanResult{}
 	for _, np := range ver.accepted {
+		if len(np.GetAlternates()) > 0 {
+			// The worker has no use for them back.
+			np = &droverv1.NodePlan{NodeId: np.GetNodeId(), Allocations: np.GetAllocations(), Stops: np.GetStops()}
+		}
 		if len(np.GetAllocations()) > 0 || len(np.GetStops()) > 0 {
 			result.NodePlans = append(result.NodePlans, np)
 		}

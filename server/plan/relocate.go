@@ -13,7 +13,7 @@ import (
 // later plan finds nodes the earlier one filled. Rather than drop such a
 // node's placements and send the worker to plan again, the applier places
 // them one at a time: on their own node while they still fit there, then
-// on the first of the nodes the scheduler ranked next (Plan.alternates)
+// on the first of the nodes the scheduler ranked next (NodePlan.alternates)
 // that takes them, each checked exactly as a node plan is.
 
 // displaced is a rejected node plan whose placements may go elsewhere.
@@ -23,11 +23,11 @@ type displaced struct {
 }
 
 // relocatable reports whether a rejected node plan's placements may be
-// placed one at a time: the plan names alternates, and the node plan only
+// placed one at a time: the node plan names alternates, and only
 // places new allocations (no stops, no new versions of existing ones,
 // which belong on their node).
 func (v *verifier) relocatable(np *droverv1.NodePlan) bool {
-	if len(v.plan.GetAlternates()) == 0 || len(np.GetStops()) > 0 || len(np.GetAllocations()) == 0 {
+	if len(np.GetAlternates()) != len(np.GetAllocations()) || len(np.GetStops()) > 0 || len(np.GetAllocations()) == 0 {
 		return false
 	}
 	for _, a := range np.GetAllocations() {
@@ -42,8 +42,8 @@ func (v *verifier) relocatable(np *droverv1.NodePlan) bool {
 // relocate places the allocations of a displaced node plan one at a time
 // and returns how many found no node.
 func (v *verifier) relocate(d displaced, out *verification, at map[string]int) (lost int) {
-	for _, a := range d.np.GetAllocations() {
-		if !v.placeOne(a, out, at) {
+	for i, a := range d.np.GetAllocations() {
+		if !v.placeOne(a, d.np.GetAlternates()[i], out, at) {
 			lost++
 		}
 	}
@@ -52,8 +52,8 @@ func (v *verifier) relocate(d displaced, out *verification, at map[string]int) (
 
 // placeOne accepts the allocation on the first of its candidate nodes that
 // takes it, reporting false when none does.
-func (v *verifier) placeOne(a *droverv1.Allocation, out *verification, at map[string]int) bool {
-	for i, nodeID := range v.candidates(a) {
+func (v *verifier) placeOne(a *droverv1.Allocation, alts *droverv1.PlacementAlternates, out *verification, at map[string]int) bool {
+	for i, nodeID := range v.candidates(a, alts) {
 		if !v.hasRoom(nodeID, a.GetResources()) {
 			continue
 		}
@@ -102,13 +102,12 @@ func (v *verifier) hasRoom(nodeID string, r *droverv1.AllocatedResources) bool {
 }
 
 // candidates are the nodes an allocation may go to, in order: its own,
-// then the plan's alternates for it.
-func (v *verifier) candidates(a *droverv1.Allocation) []string {
-	alts := v.plan.GetAlternates()[a.GetId()].GetNodes()
+// then the alternates the plan names for it.
+func (v *verifier) candidates(a *droverv1.Allocation, alts *droverv1.PlacementAlternates) []string {
 	names := v.plan.GetAlternateNodes()
-	out := make([]string, 0, 1+len(alts))
+	out := make([]string, 0, 1+len(alts.GetNodes()))
 	out = append(out, a.GetNodeId())
-	for _, i := range alts {
+	for _, i := range alts.GetNodes() {
 		if int(i) < len(names) && !slices.Contains(out, names[i]) {
 			out = append(out, names[i])
 		}

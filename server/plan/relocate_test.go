@@ -2,32 +2,39 @@ package plan
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// withAlternates names, in the plan, the alternates of an allocation.
+// withAlternates names, in the plan, the alternates of an allocation of
+// one of its node plans.
 func withAlternates(p *droverv1.Plan, a *droverv1.Allocation, nodes ...*droverv1.Node) {
-	if p.Alternates == nil {
-		p.Alternates = make(map[string]*droverv1.PlacementAlternates)
-	}
 	alts := &droverv1.PlacementAlternates{}
 	for _, n := range nodes {
-		idx := -1
-		for i, id := range p.AlternateNodes {
-			if id == n.GetId() {
-				idx = i
-			}
-		}
+		idx := slices.Index(p.AlternateNodes, n.GetId())
 		if idx < 0 {
 			idx = len(p.AlternateNodes)
 			p.AlternateNodes = append(p.AlternateNodes, n.GetId())
 		}
 		alts.Nodes = append(alts.Nodes, uint32(idx))
 	}
-	p.Alternates[a.GetId()] = alts
+	for _, np := range p.GetNodePlans() {
+		i := slices.Index(np.GetAllocations(), a)
+		if i < 0 {
+			continue
+		}
+		if np.Alternates == nil {
+			for range np.GetAllocations() {
+				np.Alternates = append(np.Alternates, &droverv1.PlacementAlternates{})
+			}
+		}
+		np.Alternates[i] = alts
+		return
+	}
+	panic("withAlternates: allocation not in the plan")
 }
 
 // full fills a node, leaving 100 MHz.

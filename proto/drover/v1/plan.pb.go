@@ -41,15 +41,8 @@ type Plan struct {
 	// deployments; the applier writes them with the plan.
 	Deployment        *Deployment               `protobuf:"bytes,8,opt,name=deployment,proto3" json:"deployment,omitempty"`
 	DeploymentUpdates []*DeploymentStatusUpdate `protobuf:"bytes,9,rep,name=deployment_updates,json=deploymentUpdates,proto3" json:"deployment_updates,omitempty"`
-	// Other nodes the scheduler ranked for new placements, by allocation id,
-	// best first: indexes into alternate_nodes. A placement whose own node
-	// no longer takes it (a plan applied meanwhile filled the node) goes to
-	// the first of these that still does, instead of being dropped. Only
-	// placements of groups that any of these nodes suits as well have them
-	// (no spread, no distinct_hosts). The applier does not store them.
-	Alternates map[string]*PlacementAlternates `protobuf:"bytes,10,rep,name=alternates,proto3" json:"alternates,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The node ids alternates index, each once.
-	AlternateNodes []string `protobuf:"bytes,11,rep,name=alternate_nodes,json=alternateNodes,proto3" json:"alternate_nodes,omitempty"`
+	// The node ids NodePlan.alternates index, each once.
+	AlternateNodes []string `protobuf:"bytes,10,rep,name=alternate_nodes,json=alternateNodes,proto3" json:"alternate_nodes,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -143,13 +136,6 @@ func (x *Plan) GetDeployment() *Deployment {
 func (x *Plan) GetDeploymentUpdates() []*DeploymentStatusUpdate {
 	if x != nil {
 		return x.DeploymentUpdates
-	}
-	return nil
-}
-
-func (x *Plan) GetAlternates() map[string]*PlacementAlternates {
-	if x != nil {
-		return x.Alternates
 	}
 	return nil
 }
@@ -324,7 +310,16 @@ type NodePlan struct {
 	// New allocations and new versions of existing ones, complete objects.
 	Allocations []*Allocation `protobuf:"bytes,2,rep,name=allocations,proto3" json:"allocations,omitempty"`
 	// Allocations to stop.
-	Stops         []*AllocStop `protobuf:"bytes,3,rep,name=stops,proto3" json:"stops,omitempty"`
+	Stops []*AllocStop `protobuf:"bytes,3,rep,name=stops,proto3" json:"stops,omitempty"`
+	// Other nodes the scheduler ranked for the new placements, best first:
+	// empty, or one entry per allocation in the same order (empty for an
+	// allocation that names none). A placement whose node no longer takes
+	// it (a plan applied meanwhile filled the node) goes to the first of
+	// these that still does, instead of being dropped. Only placements of
+	// groups that any of these nodes suits as well name them (no spread, no
+	// distinct_hosts). Plans carry them; plan results and the raft log do
+	// not.
+	Alternates    []*PlacementAlternates `protobuf:"bytes,4,rep,name=alternates,proto3" json:"alternates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -376,6 +371,13 @@ func (x *NodePlan) GetAllocations() []*Allocation {
 func (x *NodePlan) GetStops() []*AllocStop {
 	if x != nil {
 		return x.Stops
+	}
+	return nil
+}
+
+func (x *NodePlan) GetAlternates() []*PlacementAlternates {
+	if x != nil {
+		return x.Alternates
 	}
 	return nil
 }
@@ -539,7 +541,7 @@ var File_drover_v1_plan_proto protoreflect.FileDescriptor
 
 const file_drover_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\"\xca\x05\n" +
+	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\"\xaa\x04\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1d\n" +
 	"\n" +
@@ -553,18 +555,12 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\n" +
 	"deployment\x18\b \x01(\v2\x15.drover.v1.DeploymentR\n" +
 	"deployment\x12P\n" +
-	"\x12deployment_updates\x18\t \x03(\v2!.drover.v1.DeploymentStatusUpdateR\x11deploymentUpdates\x12?\n" +
-	"\n" +
-	"alternates\x18\n" +
-	" \x03(\v2\x1f.drover.v1.Plan.AlternatesEntryR\n" +
-	"alternates\x12'\n" +
-	"\x0falternate_nodes\x18\v \x03(\tR\x0ealternateNodes\x1a\\\n" +
+	"\x12deployment_updates\x18\t \x03(\v2!.drover.v1.DeploymentStatusUpdateR\x11deploymentUpdates\x12'\n" +
+	"\x0falternate_nodes\x18\n" +
+	" \x03(\tR\x0ealternateNodes\x1a\\\n" +
 	"\x13DesiredUpdatesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x01\x1a]\n" +
-	"\x0fAlternatesEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
-	"\x05value\x18\x02 \x01(\v2\x1e.drover.v1.PlacementAlternatesR\x05value:\x028\x01\"+\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x01\"+\n" +
 	"\x13PlacementAlternates\x12\x14\n" +
 	"\x05nodes\x18\x01 \x03(\rR\x05nodes\"\xf9\x01\n" +
 	"\x0eDesiredUpdates\x12\x14\n" +
@@ -575,11 +571,14 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\x06ignore\x18\x05 \x01(\x05R\x06ignore\x12\x1c\n" +
 	"\treconnect\x18\x06 \x01(\x05R\treconnect\x12\x18\n" +
 	"\amigrate\x18\a \x01(\x05R\amigrate\x12\x16\n" +
-	"\x06canary\x18\b \x01(\x05R\x06canary\"\x88\x01\n" +
+	"\x06canary\x18\b \x01(\x05R\x06canary\"\xc8\x01\n" +
 	"\bNodePlan\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x127\n" +
 	"\vallocations\x18\x02 \x03(\v2\x15.drover.v1.AllocationR\vallocations\x12*\n" +
-	"\x05stops\x18\x03 \x03(\v2\x14.drover.v1.AllocStopR\x05stops\"\x8a\x02\n" +
+	"\x05stops\x18\x03 \x03(\v2\x14.drover.v1.AllocStopR\x05stops\x12>\n" +
+	"\n" +
+	"alternates\x18\x04 \x03(\v2\x1e.drover.v1.PlacementAlternatesR\n" +
+	"alternates\"\x8a\x02\n" +
 	"\tAllocStop\x12\x19\n" +
 	"\balloc_id\x18\x01 \x01(\tR\aallocId\x12D\n" +
 	"\x0edesired_status\x18\x02 \x01(\x0e2\x1d.drover.v1.AllocDesiredStatusR\rdesiredStatus\x12/\n" +
@@ -607,7 +606,7 @@ func file_drover_v1_plan_proto_rawDescGZIP() []byte {
 	return file_drover_v1_plan_proto_rawDescData
 }
 
-var file_drover_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_drover_v1_plan_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_drover_v1_plan_proto_goTypes = []any{
 	(*Plan)(nil),                   // 0: drover.v1.Plan
 	(*PlacementAlternates)(nil),    // 1: drover.v1.PlacementAlternates
@@ -616,31 +615,29 @@ var file_drover_v1_plan_proto_goTypes = []any{
 	(*AllocStop)(nil),              // 4: drover.v1.AllocStop
 	(*PlanResult)(nil),             // 5: drover.v1.PlanResult
 	nil,                            // 6: drover.v1.Plan.DesiredUpdatesEntry
-	nil,                            // 7: drover.v1.Plan.AlternatesEntry
-	(*Deployment)(nil),             // 8: drover.v1.Deployment
-	(*DeploymentStatusUpdate)(nil), // 9: drover.v1.DeploymentStatusUpdate
-	(*Allocation)(nil),             // 10: drover.v1.Allocation
-	(AllocDesiredStatus)(0),        // 11: drover.v1.AllocDesiredStatus
-	(AllocClientStatus)(0),         // 12: drover.v1.AllocClientStatus
+	(*Deployment)(nil),             // 7: drover.v1.Deployment
+	(*DeploymentStatusUpdate)(nil), // 8: drover.v1.DeploymentStatusUpdate
+	(*Allocation)(nil),             // 9: drover.v1.Allocation
+	(AllocDesiredStatus)(0),        // 10: drover.v1.AllocDesiredStatus
+	(AllocClientStatus)(0),         // 11: drover.v1.AllocClientStatus
 }
 var file_drover_v1_plan_proto_depIdxs = []int32{
 	3,  // 0: drover.v1.Plan.node_plans:type_name -> drover.v1.NodePlan
 	6,  // 1: drover.v1.Plan.desired_updates:type_name -> drover.v1.Plan.DesiredUpdatesEntry
-	8,  // 2: drover.v1.Plan.deployment:type_name -> drover.v1.Deployment
-	9,  // 3: drover.v1.Plan.deployment_updates:type_name -> drover.v1.DeploymentStatusUpdate
-	7,  // 4: drover.v1.Plan.alternates:type_name -> drover.v1.Plan.AlternatesEntry
-	10, // 5: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
-	4,  // 6: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
-	11, // 7: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
-	12, // 8: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
+	7,  // 2: drover.v1.Plan.deployment:type_name -> drover.v1.Deployment
+	8,  // 3: drover.v1.Plan.deployment_updates:type_name -> drover.v1.DeploymentStatusUpdate
+	9,  // 4: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
+	4,  // 5: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
+	1,  // 6: drover.v1.NodePlan.alternates:type_name -> drover.v1.PlacementAlternates
+	10, // 7: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
+	11, // 8: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
 	3,  // 9: drover.v1.PlanResult.node_plans:type_name -> drover.v1.NodePlan
 	2,  // 10: drover.v1.Plan.DesiredUpdatesEntry.value:type_name -> drover.v1.DesiredUpdates
-	1,  // 11: drover.v1.Plan.AlternatesEntry.value:type_name -> drover.v1.PlacementAlternates
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_plan_proto_init() }
@@ -656,7 +653,7 @@ func file_drover_v1_plan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_plan_proto_rawDesc), len(file_drover_v1_plan_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

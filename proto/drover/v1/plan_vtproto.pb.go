@@ -51,13 +51,6 @@ func (m *Plan) CloneVT() *Plan {
 		}
 		r.DeploymentUpdates = tmpContainer
 	}
-	if rhs := m.Alternates; rhs != nil {
-		tmpContainer := make(map[string]*PlacementAlternates, len(rhs))
-		for k, v := range rhs {
-			tmpContainer[k] = v.CloneVT()
-		}
-		r.Alternates = tmpContainer
-	}
 	if rhs := m.AlternateNodes; rhs != nil {
 		tmpContainer := make([]string, len(rhs))
 		copy(tmpContainer, rhs)
@@ -138,6 +131,13 @@ func (m *NodePlan) CloneVT() *NodePlan {
 			tmpContainer[k] = v.CloneVT()
 		}
 		r.Stops = tmpContainer
+	}
+	if rhs := m.Alternates; rhs != nil {
+		tmpContainer := make([]*PlacementAlternates, len(rhs))
+		for k, v := range rhs {
+			tmpContainer[k] = v.CloneVT()
+		}
+		r.Alternates = tmpContainer
 	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
@@ -279,26 +279,6 @@ func (this *Plan) EqualVT(that *Plan) bool {
 			}
 		}
 	}
-	if len(this.Alternates) != len(that.Alternates) {
-		return false
-	}
-	for i, vx := range this.Alternates {
-		vy, ok := that.Alternates[i]
-		if !ok {
-			return false
-		}
-		if p, q := vx, vy; p != q {
-			if p == nil {
-				p = &PlacementAlternates{}
-			}
-			if q == nil {
-				q = &PlacementAlternates{}
-			}
-			if !p.EqualVT(q) {
-				return false
-			}
-		}
-	}
 	if len(this.AlternateNodes) != len(that.AlternateNodes) {
 		return false
 	}
@@ -420,6 +400,23 @@ func (this *NodePlan) EqualVT(that *NodePlan) bool {
 			}
 			if q == nil {
 				q = &AllocStop{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
+	if len(this.Alternates) != len(that.Alternates) {
+		return false
+	}
+	for i, vx := range this.Alternates {
+		vy := that.Alternates[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &PlacementAlternates{}
+			}
+			if q == nil {
+				q = &PlacementAlternates{}
 			}
 			if !p.EqualVT(q) {
 				return false
@@ -550,28 +547,6 @@ func (m *Plan) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 			i -= len(m.AlternateNodes[iNdEx])
 			copy(dAtA[i:], m.AlternateNodes[iNdEx])
 			i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.AlternateNodes[iNdEx])))
-			i--
-			dAtA[i] = 0x5a
-		}
-	}
-	if len(m.Alternates) > 0 {
-		for k := range m.Alternates {
-			v := m.Alternates[k]
-			baseI := i
-			size, err := v.MarshalToSizedBufferVT(dAtA[:i])
-			if err != nil {
-				return 0, err
-			}
-			i -= size
-			i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
-			i--
-			dAtA[i] = 0x12
-			i -= len(k)
-			copy(dAtA[i:], k)
-			i = protohelpers.EncodeVarint(dAtA, i, uint64(len(k)))
-			i--
-			dAtA[i] = 0xa
-			i = protohelpers.EncodeVarint(dAtA, i, uint64(baseI-i))
 			i--
 			dAtA[i] = 0x52
 		}
@@ -822,6 +797,18 @@ func (m *NodePlan) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.Alternates) > 0 {
+		for iNdEx := len(m.Alternates) - 1; iNdEx >= 0; iNdEx-- {
+			size, err := m.Alternates[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+			i--
+			dAtA[i] = 0x22
+		}
+	}
 	if len(m.Stops) > 0 {
 		for iNdEx := len(m.Stops) - 1; iNdEx >= 0; iNdEx-- {
 			size, err := m.Stops[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
@@ -1037,19 +1024,6 @@ func (m *Plan) SizeVT() (n int) {
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
 	}
-	if len(m.Alternates) > 0 {
-		for k, v := range m.Alternates {
-			_ = k
-			_ = v
-			l = 0
-			if v != nil {
-				l = v.SizeVT()
-			}
-			l += 1 + protohelpers.SizeOfVarint(uint64(l))
-			mapEntrySize := 1 + len(k) + protohelpers.SizeOfVarint(uint64(len(k))) + l
-			n += mapEntrySize + 1 + protohelpers.SizeOfVarint(uint64(mapEntrySize))
-		}
-	}
 	if len(m.AlternateNodes) > 0 {
 		for _, s := range m.AlternateNodes {
 			l = len(s)
@@ -1129,6 +1103,12 @@ func (m *NodePlan) SizeVT() (n int) {
 	}
 	if len(m.Stops) > 0 {
 		for _, e := range m.Stops {
+			l = e.SizeVT()
+			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+		}
+	}
+	if len(m.Alternates) > 0 {
+		for _, e := range m.Alternates {
 			l = e.SizeVT()
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
@@ -1590,135 +1570,6 @@ func (m *Plan) UnmarshalVT(dAtA []byte) error {
 			}
 			iNdEx = postIndex
 		case 10:
-			if wireType != 2 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Alternates", wireType)
-			}
-			var msglen int
-			for shift := uint(0); ; shift += 7 {
-				if shift >= 64 {
-					return protohelpers.ErrIntOverflow
-				}
-				if iNdEx >= l {
-					return io.ErrUnexpectedEOF
-				}
-				b := dAtA[iNdEx]
-				iNdEx++
-				msglen |= int(b&0x7F) << shift
-				if b < 0x80 {
-					break
-				}
-			}
-			if msglen < 0 {
-				return protohelpers.ErrInvalidLength
-			}
-			postIndex := iNdEx + msglen
-			if postIndex < 0 {
-				return protohelpers.ErrInvalidLength
-			}
-			if postIndex > l {
-				return io.ErrUnexpectedEOF
-			}
-			if m.Alternates == nil {
-				m.Alternates = make(map[string]*PlacementAlternates)
-			}
-			var mapkey string
-			var mapvalue *PlacementAlternates
-			for iNdEx < postIndex {
-				entryPreIndex := iNdEx
-				var wire uint64
-				for shift := uint(0); ; shift += 7 {
-					if shift >= 64 {
-						return protohelpers.ErrIntOverflow
-					}
-					if iNdEx >= l {
-						return io.ErrUnexpectedEOF
-					}
-					b := dAtA[iNdEx]
-					iNdEx++
-					wire |= uint64(b&0x7F) << shift
-					if b < 0x80 {
-						break
-					}
-				}
-				fieldNum := int32(wire >> 3)
-				if fieldNum == 1 {
-					var stringLenmapkey uint64
-					for shift := uint(0); ; shift += 7 {
-						if shift >= 64 {
-							return protohelpers.ErrIntOverflow
-						}
-						if iNdEx >= l {
-							return io.ErrUnexpectedEOF
-						}
-						b := dAtA[iNdEx]
-						iNdEx++
-						stringLenmapkey |= uint64(b&0x7F) << shift
-						if b < 0x80 {
-							break
-						}
-					}
-					intStringLenmapkey := int(stringLenmapkey)
-					if intStringLenmapkey < 0 {
-						return protohelpers.ErrInvalidLength
-					}
-					postStringIndexmapkey := iNdEx + intStringLenmapkey
-					if postStringIndexmapkey < 0 {
-						return protohelpers.ErrInvalidLength
-					}
-					if postStringIndexmapkey > l {
-						return io.ErrUnexpectedEOF
-					}
-					mapkey = string(dAtA[iNdEx:postStringIndexmapkey])
-					iNdEx = postStringIndexmapkey
-				} else if fieldNum == 2 {
-					var mapmsglen int
-					for shift := uint(0); ; shift += 7 {
-						if shift >= 64 {
-							return protohelpers.ErrIntOverflow
-						}
-						if iNdEx >= l {
-							return io.ErrUnexpectedEOF
-						}
-						b := dAtA[iNdEx]
-						iNdEx++
-						mapmsglen |= int(b&0x7F) << shift
-						if b < 0x80 {
-							break
-						}
-					}
-					if mapmsglen < 0 {
-						return protohelpers.ErrInvalidLength
-					}
-					postmsgIndex := iNdEx + mapmsglen
-					if postmsgIndex < 0 {
-						return protohelpers.ErrInvalidLength
-					}
-					if postmsgIndex > l {
-						return io.ErrUnexpectedEOF
-					}
-					mapvalue = &PlacementAlternates{}
-					if err := mapvalue.UnmarshalVT(dAtA[iNdEx:postmsgIndex]); err != nil {
-						return err
-					}
-					iNdEx = postmsgIndex
-				} else {
-					iNdEx = entryPreIndex
-					skippy, err := protohelpers.Skip(dAtA[iNdEx:])
-					if err != nil {
-						return err
-					}
-					if (skippy < 0) || (iNdEx+skippy) < 0 {
-						return protohelpers.ErrInvalidLength
-					}
-					if (iNdEx + skippy) > postIndex {
-						return io.ErrUnexpectedEOF
-					}
-					iNdEx += skippy
-				}
-			}
-			m.Alternates[mapkey] = mapvalue
-			iNdEx = postIndex
-		case 11:
 			if wireType != 2 {
 				return fmt.Errorf("proto: wrong wireType = %d for field AlternateNodes", wireType)
 			}
@@ -2228,6 +2079,40 @@ func (m *NodePlan) UnmarshalVT(dAtA []byte) error {
 			}
 			m.Stops = append(m.Stops, &AllocStop{})
 			if err := m.Stops[len(m.Stops)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Alternates", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Alternates = append(m.Alternates, &PlacementAlternates{})
+			if err := m.Alternates[len(m.Alternates)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex
