@@ -117,7 +117,7 @@ func fillPathIDs(cases []apiCase) []apiCase {
 
 // TestHTTPAPI runs a 3-server cluster with the HTTP API on and calls every
 // path of it with a plain HTTP client, on the leader and on a follower
-// (which forwards to the leader), against the same call over gRPC: the
+// (which forwards writes to the leader), against the same call over gRPC: the
 // same answers and codes. It checks blocking queries that wake on a
 // change, stale reads on a follower, the event stream as NDJSON, and that
 // the OpenAPI document names no path left untested.
@@ -210,7 +210,8 @@ func indexOf(t *testing.T, a httpAnswer) uint64 {
 }
 
 // checkBlockingQuery starts GET /v1/jobs?index=N&wait=30s on the
-// follower, waits until the leader counts it among its blocking queries,
+// follower, waits until the follower counts it among its blocking queries
+// (it holds a consistent one itself once it has the leader's read index),
 // registers a job, and expects the query to return with the job and an
 // index past N well before its wait.
 func checkBlockingQuery(ctx context.Context, t *testing.T, leader, follower *cluster.Server) {
@@ -232,9 +233,10 @@ func checkBlockingQuery(ctx context.Context, t *testing.T, leader, follower *clu
 		a, err := callHTTP(ctx, addr, "GET", fmt.Sprintf("/v1/jobs?index=%d&wait=30s", n), nil, nil)
 		done <- result{a, err, time.Since(start)}
 	}()
-	// The follower passes the query on to the leader, which holds it.
-	poll(ctx, t, "the HTTP blocking query waiting on the leader", func() (bool, string) {
-		m, err := callHTTP(ctx, leader.Info().HTTPAddr, "GET", "/metrics", nil, nil)
+	// The follower holds the query itself, once its state has the leader's
+	// read index.
+	poll(ctx, t, "the HTTP blocking query waiting on the follower", func() (bool, string) {
+		m, err := callHTTP(ctx, addr, "GET", "/metrics", nil, nil)
 		if err != nil {
 			return false, err.Error()
 		}
