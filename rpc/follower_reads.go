@@ -72,36 +72,36 @@ func newFollowerReads(f *forwarder, waitApplied func(ctx context.Context, index 
 }
 
 // answer runs the read here once this server's state holds everything the
-// leader had committed when the read began. ok is false when the read must
-// go to the leader instead: this server is out of touch with the leader,
+// leader had committed when the read began. answered is false when the
+// read must go to the leader instead: this server is out of touch with the leader,
 // the leader gave no index (it changed, or its release does not know
 // ReadIndex), or the state did not reach the index within
-// followerReadWait. An error with ok true ends the read.
-func (fr *followerReads) answer(ctx context.Context, req any, handler func(context.Context, any) (any, error)) (resp any, err error, ok bool) {
+// followerReadWait. An error ends the read.
+func (fr *followerReads) answer(ctx context.Context, req any, handler func(context.Context, any) (any, error)) (resp any, answered bool, err error) {
 	if fr == nil || tooStale(fr.f.lastContact(), followerReadWait) {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	index, err := fr.indexes.Wait(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("consistent read: wait for the leader's read index: %w", ctx.Err()), true
+			return nil, true, fmt.Errorf("consistent read: wait for the leader's read index: %w", ctx.Err())
 		}
 		fr.f.logger.Debug("read index refused; forwarding the read", "err", err)
-		return nil, nil, false
+		return nil, false, nil
 	}
 	wait, cancel := context.WithTimeout(ctx, followerReadWait)
 	err = fr.waitApplied(wait, index)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("consistent read: wait for read index %d: %w", index, ctx.Err()), true
+			return nil, true, fmt.Errorf("consistent read: wait for read index %d: %w", index, ctx.Err())
 		}
 		fr.f.logger.Debug("state behind the read index; forwarding the read", "index", index, "err", err)
-		return nil, nil, false
+		return nil, false, nil
 	}
 	fr.f.reads.count(answeredByFollower)
 	resp, err = handler(withConsistentAnswer(ctx), req)
-	return resp, err, true
+	return resp, true, err
 }
 
 // fetchIndex asks the leader known now for its read index. It runs in a
@@ -125,7 +125,11 @@ func (fr *followerReads) fetchIndex() (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read index from leader %s at %s: %w", leader.ID, leader.RPCAddr, err)
 	}
-	return resp.(*droverv1.ReadIndexResponse).GetIndex(), nil
+	ri, ok := resp.(*droverv1.ReadIndexResponse)
+	if !ok {
+		return 0, fmt.Errorf("read index from leader %s: answer of type %T", leader.ID, resp)
+	}
+	return ri.GetIndex(), nil
 }
 
 // consistentAnswerKey marks the context of a consistent read answered on a

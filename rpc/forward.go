@@ -190,7 +190,7 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 			lastErr = err
 		case !leader.Local && leader.RPCAddr != "" && hops < maxHops:
 			if confirm && hops == 0 {
-				if resp, err, ok := f.followers.answer(ctx, req, handler); ok {
+				if resp, answered, err := f.followers.answer(ctx, req, handler); answered {
 					return resp, err
 				}
 			}
