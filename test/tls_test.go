@@ -21,11 +21,13 @@ import (
 // TestTLSCluster runs a 3-server cluster with mutual TLS. It forms, and a
 // job registered on a follower is placed by the followers' workers through
 // the leader. A caller with a client certificate is refused the scheduler
-// service on a follower and on the leader, and the waiting evaluation stays
-// where it was. Callers without a certificate cannot connect, and a client
+// service and the leader's read index on a follower and on the leader, and
+// the waiting evaluation stays where it was. A follower answers a consistent
+// read itself, with the read index its server certificate gets from the
+// leader. Callers without a certificate cannot connect, and a client
 // certificate cannot speak raft.
 func TestTLSCluster(t *testing.T) {
-	c := cluster.New(t, droverBin, 3, cluster.TLS())
+	c := cluster.New(t, droverBin, 3, cluster.TLS(), httpArgs())
 	ctx := within(t, testContext(t), 2*time.Minute)
 	leader := c.WaitLeader(ctx)
 	follower := c.Others(leader)[0]
@@ -59,6 +61,12 @@ func TestTLSCluster(t *testing.T) {
 		if status.Code(err) != codes.PermissionDenied {
 			t.Errorf("Dequeue with a client certificate on %s: %v, want PermissionDenied", s, err)
 		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, err = droverv1.NewClusterServiceClient(s.Conn()).ReadIndex(cctx, &droverv1.ReadIndexRequest{})
+		cancel()
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("ReadIndex with a client certificate on %s: %v, want PermissionDenied", s, err)
+		}
 	}
 	if after := schedulerStats(ctx, t, leader); after.GetReady() != before.GetReady() || after.GetUnacked() != before.GetUnacked() {
 		t.Errorf("refused dequeues changed the broker: ready %d unacked %d, before ready %d unacked %d",
@@ -72,6 +80,21 @@ func TestTLSCluster(t *testing.T) {
 	}
 	waitPlaced(ctx, t, follower, waiting.GetId(), 5)
 	checkInvariants(ctx, t, leader, nodes, placed.GetId(), waiting.GetId())
+
+	t.Run("a follower answers consistent reads itself", func(t *testing.T) {
+		before := consistentReadCounts(ctx, t, follower)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, err := droverv1.NewNodeServiceClient(follower.Conn()).Get(cctx, &droverv1.GetNodeRequest{NodeId: nodes[0].GetId()})
+		cancel()
+		if err != nil {
+			t.Fatalf("consistent read on %s: %v", follower, err)
+		}
+		after := consistentReadCounts(ctx, t, follower)
+		if got := after["follower"] - before["follower"]; got != 1 {
+			t.Errorf("%s answered %v consistent reads itself (forwarded %v), want 1: its read index from the leader failed",
+				follower, got, after["forwarded"]-before["forwarded"])
+		}
+	})
 
 	certs := c.Certs()
 	t.Run("callers without a certificate cannot connect", func(t *testing.T) {
