@@ -224,7 +224,9 @@ type Allocation struct {
 	// the end of a disconnect window).
 	FollowupEvalId    string             `protobuf:"bytes,17,opt,name=followup_eval_id,json=followupEvalId,proto3" json:"followup_eval_id,omitempty"`
 	RescheduleTracker *RescheduleTracker `protobuf:"bytes,18,opt,name=reschedule_tracker,json=rescheduleTracker,proto3" json:"reschedule_tracker,omitempty"`
-	// Normalised placement score the scheduler gave the chosen node.
+	// Normalised placement score the scheduler gave the chosen node. A
+	// placement the plan applier moved to one of its alternates (another
+	// plan had filled the chosen node) keeps the chosen node's score.
 	Score       float64 `protobuf:"fixed64,19,opt,name=score,proto3" json:"score,omitempty"`
 	CreateIndex uint64  `protobuf:"varint,20,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
 	// Raft index of the last change of any kind, client updates included.
