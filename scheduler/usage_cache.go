@@ -122,10 +122,3 @@ func (c *UsageCache) trim(nodes int, exists func(nodeID string) bool) {
 		}
 	}
 }
-
-// size returns how many nodes have an entry.
-func (c *UsageCache) size() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.entries)
-}

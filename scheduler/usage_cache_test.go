@@ -328,3 +328,10 @@ func TestUsageCacheTrim(t *testing.T) {
 		t.Fatalf("a trim under the bound dropped entries: %d left, want 3", n)
 	}
 }
+
+// size returns how many nodes have an entry.
+func (c *UsageCache) size() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries)
+}
