@@ -112,9 +112,7 @@ func TestUIOperations(t *testing.T) {
 		if err != nil || node == "" {
 			t.Fatalf("no node runs an allocation of web (%v)", err)
 		}
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#allocations a[href="/ui/nodes/%s"]`, node)))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, fmt.Sprintf(`#allocations a[href="/ui/nodes/%s"]`, node))
 		waitJS(browser, t, "the node's allocations running",
 			`document.querySelectorAll('#node-allocations tr[data-on-node="yes"]').length > 0`+noReload)
 		// A deadline the UI cannot read is refused before any call.
@@ -123,17 +121,14 @@ func TestUIOperations(t *testing.T) {
 			if err := chromedp.Do(browser,
 				chromedp.Evaluate[chromedp.Void](`document.querySelector('input[name="deadline"]').value = ''`),
 				chromedp.SendKeys(chromedp.CSS(`input[name="deadline"]`), deadline),
-				chromedp.Click(chromedp.CSS(`[data-action="drain"] button`)),
-				chromedp.Click(chromedp.CSS(`[data-action="drain"] [data-confirm]`)),
 			); err != nil {
 				t.Fatal(err)
 			}
+			confirmAction(browser, t, `[data-action="drain"]`)
 		}
 		drain("soon")
 		waitJS(browser, t, "the deadline refused", `/"soon" is not a duration/.test(document.querySelector('[data-action="drain"] .error')?.textContent || '')`)
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(`[data-action="drain"] .confirm button:not([data-confirm])`))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, `[data-action="drain"] .confirm button:not([data-confirm])`)
 		drain("10m")
 		// The drain moves every allocation off the node, then ends; the
 		// node stays ineligible.

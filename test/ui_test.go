@@ -2,6 +2,7 @@ package test_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -111,16 +112,26 @@ func waitJS(ctx context.Context, t *testing.T, what, expr string) {
 	}
 }
 
+// click waits for the element the selector names and clicks it. Finding
+// and clicking are one step in the page: a mouse click at the element's
+// place (chromedp.Click) misses when a live update moves the page between
+// the two.
+func click(ctx context.Context, t *testing.T, selector string) {
+	t.Helper()
+	quoted, err := json.Marshal(selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJS(ctx, t, "an element to click: "+selector, fmt.Sprintf(
+		`(() => { const e = document.querySelector(%s); if (!e) return false; e.click(); return true; })()`, quoted))
+}
+
 // confirmAction clicks the button of the action the selector names
 // (`[data-action="stop"]`, say), then its confirmation.
 func confirmAction(ctx context.Context, t *testing.T, action string) {
 	t.Helper()
-	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(action+` button`)),
-		chromedp.Click(chromedp.CSS(action+` [data-confirm]`)),
-	); err != nil {
-		t.Fatalf("browser: %s: %v", action, err)
-	}
+	click(ctx, t, action+` button`)
+	click(ctx, t, action+` [data-confirm]`)
 }
 
 // screenshot saves the page as name.png in $DROVER_UI_SCREENSHOTS, if set.
@@ -183,9 +194,7 @@ func TestUI(t *testing.T) {
 	})
 
 	t.Run("nodes", func(t *testing.T) {
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(`nav a[href="/ui/nodes"]`))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, `nav a[href="/ui/nodes"]`)
 		waitJS(browser, t, "4 ready nodes",
 			`document.querySelectorAll('#nodes tbody tr').length === 4 &&
 			 [...document.querySelectorAll('#nodes td[data-field="status"]')].every((td) => td.textContent === 'ready')`)
@@ -198,21 +207,17 @@ func TestUI(t *testing.T) {
 			t.Fatal(err)
 		}
 		row := fmt.Sprintf(`#nodes tr[data-node=%q]`, id)
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(row+` [data-action="eligibility"] button`))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, row+` [data-action="eligibility"] button`)
 		waitJS(browser, t, "the question", fmt.Sprintf(`!!document.querySelector('%s [data-confirm]')`, row))
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(row+` [data-confirm]`))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, row+` [data-confirm]`)
 		waitJS(browser, t, "the node ineligible",
 			fmt.Sprintf(`document.querySelector('%s td[data-field="eligibility"]')?.textContent === 'ineligible' && !document.querySelector('.error')`, row))
 	})
 
 	t.Run("jobs", func(t *testing.T) {
 		// A link in the page, not a navigation: the app routes itself.
+		click(browser, t, `nav a[href="/ui/jobs"]`)
 		if err := chromedp.Do(browser,
-			chromedp.Click(chromedp.CSS(`nav a[href="/ui/jobs"]`)),
 			chromedp.Evaluate[chromedp.Void](`window.droverNoReload = true`),
 		); err != nil {
 			t.Fatal(err)
@@ -236,9 +241,7 @@ func TestUI(t *testing.T) {
 	})
 
 	t.Run("job", func(t *testing.T) {
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(`#jobs tr[data-job="web"] a`))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, `#jobs tr[data-job="web"] a`)
 		group := web.GetTaskGroups()[0].GetName()
 		waitJS(browser, t, "2 running allocations of web",
 			fmt.Sprintf(`document.querySelector('#groups tr[data-group=%q] td[data-status="running"]')?.textContent === '2' &&

@@ -46,10 +46,10 @@ func TestUIToken(t *testing.T) {
 
 	if err := chromedp.Do(browser,
 		chromedp.SendKeys(chromedp.CSS("#token"), secret),
-		chromedp.Click(chromedp.CSS("form.token button")),
 	); err != nil {
 		t.Fatal(err)
 	}
+	click(browser, t, "form.token button")
 	waitJS(browser, t, "the jobs listed with the token", `!!document.querySelector('#jobs') && !document.querySelector('.error')`)
 	// The stream reads with the token too: a job registered now is listed.
 	job := mock.Job(1)
@@ -85,11 +85,11 @@ func TestUIToken(t *testing.T) {
 	if err := chromedp.Do(browser,
 		chromedp.Evaluate[chromedp.Void](`document.getElementById('token').value = ''`),
 		chromedp.SendKeys(chromedp.CSS("#token"), reader),
-		chromedp.Click(chromedp.CSS("form.token button")),
-		chromedp.Click(chromedp.CSS(`#jobs tr[data-job="tok"] a`)),
 	); err != nil {
 		t.Fatal(err)
 	}
+	click(browser, t, "form.token button")
+	click(browser, t, `#jobs tr[data-job="tok"] a`)
 	waitJS(browser, t, "the job shown to the reader", `document.getElementById('job-status')?.textContent === 'pending'`)
 	confirmAction(browser, t, `[data-action="stop"]`)
 	waitJS(browser, t, "the refusal and its reason shown",

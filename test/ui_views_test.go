@@ -160,9 +160,7 @@ func TestUIViews(t *testing.T) {
 		link := fmt.Sprintf(`#allocations tr[data-alloc=%q] a`, alloc.GetId())
 		waitJS(browser, t, "the allocation's link and the job's evaluations",
 			fmt.Sprintf(`!!document.querySelector('%s') && !!document.querySelector('#job-evals tbody tr a[href^="/ui/evaluations/"]')`, link))
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(link))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, link)
 		waitJS(browser, t, "the allocation running on its ready node",
 			fmt.Sprintf(`document.querySelector('#alloc-history tr[data-state="now"] .status')?.textContent === 'running' &&
 			 !!document.querySelector('#alloc-history tr[data-state="created"]') &&
@@ -172,9 +170,7 @@ func TestUIViews(t *testing.T) {
 	})
 
 	t.Run("evaluations", func(t *testing.T) {
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(`nav a[href="/ui/evaluations"]`))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, `nav a[href="/ui/evaluations"]`)
 		waitJS(browser, t, "big's blocked evaluation listed",
 			fmt.Sprintf(`!!document.querySelector('#evals tr[data-eval=%q]')`, blocked.GetId()))
 		screenshot(browser, t, "evaluations")
@@ -188,9 +184,7 @@ func TestUIViews(t *testing.T) {
 	})
 
 	t.Run("evaluation", func(t *testing.T) {
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#evals tr[data-eval=%q] a`, blocked.GetId())))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, fmt.Sprintf(`#evals tr[data-eval=%q] a`, blocked.GetId()))
 		group := big.GetTaskGroups()[0].GetName()
 		waitJS(browser, t, "the blocked evaluation and why it blocked",
 			fmt.Sprintf(`document.querySelector('#eval-status .status')?.textContent === 'blocked' &&
@@ -268,9 +262,7 @@ func TestUIViews(t *testing.T) {
 		waitJS(browser, t, "the replacement's trail back to the failed allocation",
 			fmt.Sprintf(`document.querySelector('%s')?.getAttribute('href') === '/ui/allocations/%s' &&
 			 !!document.querySelector('#alloc-reschedules tbody tr a[href="/ui/allocations/%s"]')`, previous, failed, failed))
-		if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(previous))); err != nil {
-			t.Fatal(err)
-		}
+		click(browser, t, previous)
 		waitJS(browser, t, "the failed allocation, replaced by the other",
 			fmt.Sprintf(`document.querySelector('#alloc-client .status')?.textContent === 'failed' &&
 			 document.querySelector('#alloc-trail [data-field="next"] a')?.getAttribute('href') === '/ui/allocations/%s'`, replacement.GetId()))
