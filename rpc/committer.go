@@ -20,8 +20,9 @@ import (
 // one in flight lands. A lone caller waits for nothing; many callers share
 // entries, and the more they are, the larger the entries.
 //
-// Either way a group is written as soon as its weight reaches maxWeight, so
-// entries stay small enough to replicate quickly.
+// Either way a group is written as soon as its weight reaches maxWeight, and
+// no group is heavier than maxWeight unless one item alone is, so entries
+// stay small enough to replicate and apply quickly.
 type committer[T any] struct {
 	window    time.Duration
 	maxWeight int
@@ -63,6 +64,12 @@ func (c *committer[T]) submit(ctx context.Context, item T, weight int) (*commitG
 func (c *committer[T]) add(item T, weight int) (*commitGroup[T], int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// An item that would take the pending group past the bound goes into
+	// the next one; an item heavier than the bound goes alone.
+	if g := c.pending; g != nil && len(g.items) > 0 && g.weight+weight > c.maxWeight {
+		c.pending = nil
+		go c.writeGroup(g)
+	}
 	if c.pending == nil {
 		g := &commitGroup[T]{done: make(chan struct{})}
 		c.pending = g

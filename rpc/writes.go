@@ -4,14 +4,16 @@ import (
 	"context"
 	"time"
 
+	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// Bounds on shared entries: reports of at most maxReportAllocs allocations,
-// at most maxRegistrations nodes and at most maxStatusUpdates heartbeats'
-// status changes go into one raft entry.
+// Bounds on shared entries: reports of at most maxReportAllocs allocations
+// (the state store's bound: larger entries cost a walk of the whole
+// allocation tree), at most maxRegistrations nodes and at most
+// maxStatusUpdates heartbeats' status changes go into one raft entry.
 const (
-	maxReportAllocs  = 5000
+	maxReportAllocs  = state.ReportAllocsPerEntry
 	maxRegistrations = 512
 	maxStatusUpdates = 512
 )

@@ -164,6 +164,57 @@ func BenchmarkClientUpdates(b *testing.B) {
 	}
 }
 
+// BenchmarkClientUpdatesAtScale applies agents' reports to a store of a
+// million allocations of 1,000 jobs on 5,000 nodes (the full C1M), in
+// entries of whole nodes' reports (200 allocations each): two nodes, what
+// the committer's bound of ReportAllocsPerEntry makes of them, and 25
+// nodes, what the earlier bound of 5,000 allowed. Past the radix tree's
+// tracking limit every commit walks the whole allocation tree.
+//
+//	go test -run '^$' -bench ClientUpdatesAtScale -benchtime 20x -count 3 ./fsm/state/
+func BenchmarkClientUpdatesAtScale(b *testing.B) {
+	const (
+		nodes   = 5000
+		jobs    = 1000
+		allocs  = 1_000_000
+		perNode = allocs / nodes
+	)
+	f := newFixture(b)
+	ns, js := f.nodesAndJobs(nodes, jobs, allocs/jobs)
+	byNode := make([][]string, nodes)
+	for start := 0; start < allocs; start += 1000 {
+		e := &droverv1.PlanResultEntry{AppliedAt: 1}
+		for i := start; i < start+1000; i++ {
+			a := mock.Alloc(ns[i%nodes], js[i/1000], i)
+			e.Allocations = append(e.Allocations, a)
+			byNode[i%nodes] = append(byNode[i%nodes], a.GetId())
+		}
+		if _, err := f.s.UpsertPlanResults(f.next(), e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, perEntry := range []int{ReportAllocsPerEntry / perNode, 5000 / perNode} {
+		b.Run(fmt.Sprintf("allocs-per-entry=%d", perEntry*perNode), func(b *testing.B) {
+			next := 0
+			for b.Loop() {
+				e := &droverv1.AllocClientUpdateEntry{UpdatedAt: 1}
+				for range perEntry {
+					group := &droverv1.NodeAllocUpdates{NodeId: ns[next%nodes].GetId()}
+					for _, id := range byNode[next%nodes] {
+						group.Allocs = append(group.Allocs, &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING})
+					}
+					e.Nodes = append(e.Nodes, group)
+					next++
+				}
+				if _, _, err := f.s.UpdateAllocsFromClient(f.next(), e); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perEntry*perNode), "ns/alloc-report")
+		})
+	}
+}
+
 // BenchmarkIPReleaseHistory reports the heap the address release history
 // holds per address: 65,536 allocations with addresses filling a /16 are
 // placed, end (one report per 1,000) and are garbage collected; what the
