@@ -64,19 +64,30 @@ func refusedReport(nodeID string, status droverv1.NodeStatus) error {
 
 // allocUpdates checks that every reported allocation belongs to the node
 // and builds the node's share of the batch, with the evaluations the
-// reports call for: at most one per job.
+// reports call for: at most one per job. Reports that change nothing
+// stored are left out (the node's report is still recorded): agents
+// report each allocation pending as they receive it, and the servers
+// placed it pending.
 func allocUpdates(snap *state.Snapshot, node *droverv1.Node, updates []*droverv1.AllocClientUpdate) (*droverv1.NodeAllocUpdates, error) {
-	group := &droverv1.NodeAllocUpdates{NodeId: node.GetId(), Allocs: updates}
+	group := &droverv1.NodeAllocUpdates{NodeId: node.GetId(), Allocs: make([]*droverv1.AllocClientUpdate, 0, len(updates))}
 	evalJobs := make(map[string]struct{})
 	for _, u := range updates {
 		alloc := snap.AllocByID(u.GetAllocId())
 		if alloc == nil {
-			continue // garbage collected; the response tells the agent
+			// Garbage collected, or placed by an entry this server has not
+			// applied yet: the entry's apply decides, and the response
+			// tells the agent if it is unknown.
+			group.Allocs = append(group.Allocs, u)
+			continue
 		}
 		if alloc.GetNodeId() != node.GetId() {
 			return nil, fmt.Errorf("allocation %s belongs to node %s, not %s: %w",
 				u.GetAllocId(), alloc.GetNodeId(), node.GetId(), errPermissionDenied)
 		}
+		if !state.ReportChanges(alloc, u) {
+			continue
+		}
+		group.Allocs = append(group.Allocs, u)
 		var job *droverv1.Job
 		trigger, ok := reportTrigger(alloc, u.GetClientStatus(), func() *droverv1.Job {
 			job = snap.JobByID(alloc.GetJobId())

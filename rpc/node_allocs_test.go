@@ -114,6 +114,30 @@ func TestUpdateAllocRecordsReports(t *testing.T) {
 	}
 }
 
+// TestUpdateAllocLeavesOutUnchangedReports checks that a report of what the
+// servers already hold (an allocation pending as placed) is not written,
+// while the node's report is recorded and the call acknowledged.
+func TestUpdateAllocLeavesOutUnchangedReports(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.register()
+	e.heartbeat(n)
+	allocs := e.place(n, e.job(2), 2)
+	resp, err := e.report(n, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING, allocs[0].GetId(), allocs[1].GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := e.srv.State().Snapshot()
+	for _, a := range allocs {
+		if got := snap.AllocByID(a.GetId()); got.GetModifyIndex() != a.GetModifyIndex() {
+			t.Errorf("alloc %s: modify index %d after an unchanged report, want %d as placed", a.GetId(), got.GetModifyIndex(), a.GetModifyIndex())
+		}
+	}
+	if got := snap.NodeByID(n.GetId()).GetLastAllocUpdateIndex(); got != resp.GetIndex() || got == 0 {
+		t.Errorf("node's last alloc update index %d, want the report's %d", got, resp.GetIndex())
+	}
+}
+
 // TestUpdateAllocBatchesReports checks that reports arriving together from
 // many agents share one raft entry. The window is longer than the default
 // 50ms so that a busy machine cannot spread the calls over many windows.

@@ -30,6 +30,22 @@ type ClientUpdateResult struct {
 // 512 reports stay under the limit up to several million allocations.
 const ReportAllocsPerEntry = 512
 
+// ReportChanges reports whether an agent's report u would change the
+// allocation a as stored: its client status, its description, or its
+// health in a deployment. Agents report each allocation pending as they
+// receive it, which the servers already know; the leader leaves such
+// reports out of the raft entry, so that no server applies them.
+func ReportChanges(a *droverv1.Allocation, u *droverv1.AllocClientUpdate) bool {
+	if a.GetClientStatus() != u.GetClientStatus() || a.GetClientDescription() != u.GetClientDescription() {
+		return true
+	}
+	if u.Healthy == nil || a.GetDeploymentId() == "" {
+		return false // reportHealth ignores it
+	}
+	st := a.GetDeploymentStatus()
+	return st == nil || st.Healthy == nil || *st.Healthy != u.GetHealthy()
+}
+
 // UpdateAllocsFromClient applies an AllocClientUpdateEntry: agents' reports
 // of their allocations' client status. A node's reports are refused as a
 // whole if the node is down or disconnected when the entry is applied, even

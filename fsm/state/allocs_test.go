@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -333,4 +335,69 @@ func TestListAllocsPages(t *testing.T) {
 func sorted(s ...string) []string {
 	slices.Sort(s)
 	return s
+}
+
+// TestReportChanges checks ReportChanges against the apply itself: a
+// report it calls unchanged must leave the allocation as stored but for its
+// modify index and time, and one it calls a change must not.
+func TestReportChanges(t *testing.T) {
+	pending := droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
+	report := func(status droverv1.AllocClientStatus, desc string, healthy *bool) *droverv1.AllocClientUpdate {
+		return &droverv1.AllocClientUpdate{ClientStatus: status, ClientDescription: desc, Healthy: healthy, HealthTimestamp: 7}
+	}
+	yes, no := proto.Bool(true), proto.Bool(false)
+	for _, tc := range []struct {
+		name       string
+		deployment bool
+		before     *droverv1.AllocClientUpdate // reported first, if set
+		report     *droverv1.AllocClientUpdate
+		want       bool
+	}{
+		{"pending as placed", false, nil, report(pending, "", nil), false},
+		{"running", false, nil, report(running, "", nil), true},
+		{"pending, described", false, nil, report(pending, "pulling", nil), true},
+		{"description again", false, report(pending, "pulling", nil), report(pending, "pulling", nil), false},
+		{"description dropped", false, report(pending, "pulling", nil), report(pending, "", nil), true},
+		{"health outside a deployment", false, report(running, "", nil), report(running, "", yes), false},
+		{"first health", true, report(running, "", nil), report(running, "", yes), true},
+		{"first health, unhealthy", true, report(running, "", nil), report(running, "", no), true},
+		{"same health again", true, report(running, "", yes), report(running, "", yes), false},
+		{"health turned", true, report(running, "", yes), report(running, "", no), true},
+		{"no health said", true, report(running, "", yes), report(running, "", nil), false},
+		{"complete, health kept", true, report(running, "", yes), report(complete, "", yes), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			n := f.node()
+			job := f.job(1)
+			a := mock.Alloc(n, job, 0)
+			if tc.deployment {
+				f.placeIn(deploymentOf(job, 1, 0), false, a)
+			} else {
+				f.place(a)
+			}
+			apply := func(u *droverv1.AllocClientUpdate) *droverv1.Allocation {
+				u = u.CloneVT()
+				u.AllocId = a.GetId()
+				e := &droverv1.AllocClientUpdateEntry{UpdatedAt: 9, Nodes: []*droverv1.NodeAllocUpdates{{NodeId: n.GetId(), Allocs: []*droverv1.AllocClientUpdate{u}}}}
+				if _, _, err := f.s.UpdateAllocsFromClient(f.next(), e); err != nil {
+					t.Fatal(err)
+				}
+				return f.s.Snapshot().AllocByID(a.GetId())
+			}
+			stored := f.s.Snapshot().AllocByID(a.GetId())
+			if tc.before != nil {
+				stored = apply(tc.before)
+			}
+			u := tc.report.CloneVT()
+			u.AllocId = a.GetId()
+			got := ReportChanges(stored, u)
+			after := apply(tc.report).CloneVT()
+			after.ModifyIndex, after.ModifyTime = stored.GetModifyIndex(), stored.GetModifyTime()
+			changed := !proto.Equal(stored, after)
+			if got != tc.want || got != changed {
+				t.Errorf("ReportChanges = %v, want %v; the apply changed the allocation: %v", got, tc.want, changed)
+			}
+		})
+	}
 }
