@@ -355,7 +355,7 @@ func (c *evalContext) buildUsage(ns *nodeState) *fit.Usage {
 		c.eachProposed(id, func(a *droverv1.Allocation) { u.Add(a) })
 		return u
 	}
-	u := c.cfg.UsageCache.base(ns.node, c.state.NodeAllocsShared(id)).Overlay()
+	u := c.cfg.UsageCache.Base(ns.node, c.state.NodeAllocsShared(id)).Overlay()
 	// An unaltered node's plan holds placements only (an update would
 	// have altered it); Add skips those that hold nothing.
 	for _, a := range c.nodePlans[id].GetAllocations() {

@@ -56,10 +56,11 @@ func NewUsageCache() *UsageCache {
 	return &UsageCache{entries: make(map[string]usageEntry)}
 }
 
-// base returns the frozen usage of row, the node's allocation row as the
+// Base returns the frozen usage of row, the node's allocation row as the
 // state stores it (State.NodeAllocsShared): cached when the node and the
-// row are those of the entry, else built and published.
-func (c *UsageCache) base(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
+// row are those of the entry, else built and published. The plan applier
+// shares it to check relocated placements.
+func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
 	if u := c.lookup(node, row); u != nil {
 		return u
 	}

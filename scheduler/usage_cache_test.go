@@ -262,8 +262,8 @@ func TestUsageCacheKey(t *testing.T) {
 	snap := c.snapshot()
 	row := snap.NodeAllocsShared(node.GetId())
 
-	first := cache.base(node, row)
-	if again := cache.base(node, row); again != first {
+	first := cache.Base(node, row)
+	if again := cache.Base(node, row); again != first {
 		t.Fatalf("the same node and row built a new usage")
 	}
 	over := first.Overlay()
@@ -274,17 +274,17 @@ func TestUsageCacheKey(t *testing.T) {
 
 	c.place(runningAlloc(job, node, nil))
 	newer := c.snapshot().NodeAllocsShared(node.GetId())
-	if u := cache.base(node, newer); u == first || u.CPU != 2000 {
+	if u := cache.Base(node, newer); u == first || u.CPU != 2000 {
 		t.Fatalf("a newer row got the usage of the old one (cpu %d)", u.CPU)
 	}
-	if u := cache.base(node, row); u.CPU != 1000 {
+	if u := cache.Base(node, row); u.CPU != 1000 {
 		t.Fatalf("the old row, after a newer one, got cpu %d", u.CPU)
 	}
 	// A lost stop keeps the row's length and the node object: only the
 	// row's identity tells that the allocation holds nothing any more.
 	before := c.snapshot()
 	n1, r1 := before.NodeByID(node.GetId()), before.NodeAllocsShared(node.GetId())
-	cache.base(n1, r1)
+	cache.Base(n1, r1)
 	lost := &droverv1.PlanResultEntry{AppliedAt: 5, Stops: []*droverv1.AllocStop{{AllocId: r1[0].GetId(),
 		DesiredStatus: droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP, ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST}}}
 	if _, err := c.store.UpsertPlanResults(c.next(), lost); err != nil {
@@ -295,16 +295,16 @@ func TestUsageCacheKey(t *testing.T) {
 	if n2 != n1 || len(r2) != len(r1) {
 		t.Fatalf("premise: a lost stop changed the node object (%v) or the row's length (%d -> %d)", n2 != n1, len(r1), len(r2))
 	}
-	if u := cache.base(n2, r2); u.CPU != 1000 {
+	if u := cache.Base(n2, r2); u.CPU != 1000 {
 		t.Fatalf("after a lost stop the node holds cpu %d, want 1000", u.CPU)
 	}
 
 	renewed := node.CloneVT()
 	renewed.Resources.CpuMhz *= 2
-	if u := cache.base(renewed, row); u.Node() != renewed {
+	if u := cache.Base(renewed, row); u.Node() != renewed {
 		t.Fatalf("a re-registered node got the usage of the old node object")
 	}
-	if u := cache.base(node, nil); u.CPU != 0 {
+	if u := cache.Base(node, nil); u.CPU != 0 {
 		t.Fatalf("an empty row got cpu %d", u.CPU)
 	}
 }
@@ -315,14 +315,14 @@ func TestUsageCacheTrim(t *testing.T) {
 	cache := NewUsageCache()
 	for i := range 2*10 + trimSlack + 1 {
 		n := &droverv1.Node{Id: fmt.Sprintf("n%d", i), Resources: &droverv1.NodeResources{CpuMhz: 1}}
-		cache.base(n, nil)
+		cache.Base(n, nil)
 	}
 	live := func(id string) bool { return id < "n1" || id == "n5" } // n0, n5
 	cache.trim(10, live)
 	if n := cache.size(); n != 2 {
 		t.Fatalf("after trim the cache holds %d entries, want the 2 live nodes", n)
 	}
-	cache.base(&droverv1.Node{Id: "gone"}, nil)
+	cache.Base(&droverv1.Node{Id: "gone"}, nil)
 	cache.trim(10, live)
 	if n := cache.size(); n != 3 {
 		t.Fatalf("a trim under the bound dropped entries: %d left, want 3", n)

@@ -116,6 +116,7 @@ func (sc *scheduling) start(ctx context.Context) error {
 	applier := plan.NewApplier(plan.Config{
 		Logger:    sc.s.logger.With("component", "plan_applier"),
 		AllocCIDR: sc.s.cfg.Scheduler.AllocCIDR,
+		Usage:     sc.s.usage,
 	}, sc.plans, sc.s.state, planCommitter{sc.s})
 	sc.mu.Lock()
 	sc.applier = applier

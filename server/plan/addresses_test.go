@@ -198,7 +198,7 @@ func TestVerifyPlanReplacesTakenAddresses(t *testing.T) {
 				ov = newOverlay()
 				ov.add(inflight)
 			}
-			ver := verifyPlan(f.st.Snapshot(), p, ov, tc.pool)
+			ver := verifyPlan(f.st.Snapshot(), p, ov, tc.pool, nil)
 			if !p.EqualVT(orig) {
 				t.Fatal("verification changed the plan it was given")
 			}

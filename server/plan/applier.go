@@ -10,6 +10,7 @@ import (
 
 	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/scheduler"
 )
 
 // DefaultSnapshotWait bounds the wait for the state to reach the index a
@@ -37,6 +38,10 @@ type Config struct {
 	// placement whose address another allocation took since it was planned
 	// gets a free one from it. Invalid (zero), such a node is dropped.
 	AllocCIDR netip.Prefix
+	// Usage is the server's cache of what nodes' stored allocations hold,
+	// shared with its schedulers; relocating placements starts from it.
+	// Nil counts every candidate node's allocations instead.
+	Usage *scheduler.UsageCache
 }
 
 // ApplierStats counts what the applier did since it was made.
@@ -173,7 +178,7 @@ func (a *Applier) apply(ctx context.Context, pl *pipeline, item *pending) {
 	if checkedAgainst != nil {
 		inflight = checkedAgainst.allocs
 	}
-	ver := verifyPlan(snap, p, inflight, a.cfg.AllocCIDR)
+	ver := verifyPlan(snap, p, inflight, a.cfg.AllocCIDR, a.cfg.Usage)
 	if a.verified != nil {
 		a.verified(p)
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -111,5 +112,83 @@ func runSchedulers(b *testing.B, h *harness, pool netip.Prefix, evals []*droverv
 		if err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkVerifyRelocating checks a plan of 1,000 placements whose nodes
+// were all filled meanwhile, as concurrent plans find them in the full
+// C1M: 500 full nodes and 500 with room for two more, each of the 1,000
+// nodes holding 200 allocations with a port each. Every placement goes to
+// its first alternate. With the server's usage cache, a candidate's room
+// starts from the cached usage of its stored allocations.
+//
+//	go test -run '^$' -bench VerifyRelocating -benchtime 20x -count 5 ./server/plan/
+func BenchmarkVerifyRelocating(b *testing.B) {
+	const (
+		nodes   = 1000
+		perNode = 200
+		small   = 10 // MHz of each allocation held
+	)
+	f := newFixture(b)
+	j, ev := f.job()
+	ns := make([]*droverv1.Node, nodes)
+	for i := range ns {
+		ns[i] = f.node(droverv1.NodeStatus_NODE_STATUS_READY)
+	}
+	held := func(n *droverv1.Node, slot int, cpu int64) *droverv1.Allocation {
+		a := f.alloc(n, j, cpu, 1)
+		a.Resources.Ip = ""
+		a.Resources.Ports[0].Value = int32(20000 + slot)
+		return a
+	}
+	for i, n := range ns {
+		var batch []*droverv1.Allocation
+		for slot := range perNode - 1 {
+			batch = append(batch, held(n, slot, small))
+		}
+		// The last one fills the first half; the second half keeps room
+		// for two placements of 100 MHz.
+		last := int64(nodeCPU - small*(perNode-1))
+		if i >= nodes/2 {
+			last -= 200
+		}
+		batch = append(batch, held(n, perNode, last))
+		f.place(batch...)
+	}
+	var planned []*droverv1.Allocation
+	var nps []*droverv1.NodePlan
+	for i := range nodes / 2 {
+		var mine []*droverv1.Allocation
+		for k := range 2 {
+			a := held(ns[i], 30000+k, 100)
+			mine = append(mine, a)
+			planned = append(planned, a)
+		}
+		nps = append(nps, nodePlan(ns[i], mine))
+	}
+	p := newPlan(ev, nps...)
+	for i, a := range planned {
+		var alts []*droverv1.Node
+		for k := range 8 {
+			alts = append(alts, ns[nodes/2+(i/2+k)%(nodes/2)])
+		}
+		withAlternates(p, a, alts...)
+	}
+	snap := f.st.Snapshot()
+	for _, cached := range []bool{false, true} {
+		b.Run(fmt.Sprintf("usage-cache=%v", cached), func(b *testing.B) {
+			var usage *scheduler.UsageCache
+			if cached {
+				// Warm, as the schedulers that planned on these nodes leave it.
+				usage = scheduler.NewUsageCache()
+				verifyPlan(snap, p, nil, netip.Prefix{}, usage)
+			}
+			for b.Loop() {
+				ver := verifyPlan(snap, p, nil, netip.Prefix{}, usage)
+				if ver.relocated != len(planned) {
+					b.Fatalf("%d of %d placements relocated", ver.relocated, len(planned))
+				}
+			}
+		})
 	}
 }

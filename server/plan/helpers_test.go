@@ -26,6 +26,8 @@ type fixture struct {
 	index uint64
 	// seq numbers allocations, for distinct names, addresses and ports.
 	seq int
+	// flying are allocations a test case puts in the plan in flight.
+	flying []*droverv1.Allocation
 }
 
 func newFixture(t testing.TB) *fixture {

@@ -9,21 +9,17 @@ import (
 )
 
 // assignPorts gives each new placement of the node plan whose dynamic port
-// is held meanwhile (by held, the allocations the node holds with the
-// in-flight and accepted plans laid over it, or by a placement of the
-// node plan before it) another free port of the node's dynamic range, in
+// is held meanwhile (in usage, what the node holds with the in-flight and
+// accepted plans laid over it, or by a placement of the node plan before
+// it) another free port of the node's dynamic range, in
 // a copy of the node plan. Workers placing different jobs at the same time
 // draw dynamic ports independently, so on a node both use, one port in
 // about 12,000 collides; without this the later plan would lose the node,
 // and its worker a whole pass, for a number nobody chose. Static ports,
 // and the ports of allocations that exist already (their agents may be
 // using them), are never changed: those collisions stay rejections.
-func (v *verifier) assignPorts(node *droverv1.Node, np *droverv1.NodePlan, held []*droverv1.Allocation) *droverv1.NodePlan {
+func (v *verifier) assignPorts(node *droverv1.Node, np *droverv1.NodePlan, usage *fit.Usage) *droverv1.NodePlan {
 	planned := np.GetAllocations()
-	usage := fit.NewUsage(node) // the node's reserved ports and what held holds
-	for _, a := range held {
-		usage.Add(a)
-	}
 	if !portsCollide(usage, planned) {
 		return np // the common case: no lookups of jobs and allocations
 	}

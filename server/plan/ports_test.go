@@ -91,7 +91,7 @@ func TestVerifyPlanReplacesTakenDynamicPorts(t *testing.T) {
 			for _, a := range p.GetNodePlans()[0].GetAllocations() {
 				submitted = append(submitted, portOf(a))
 			}
-			ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{})
+			ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{}, nil)
 			for i, a := range p.GetNodePlans()[0].GetAllocations() {
 				if portOf(a) != submitted[i] {
 					t.Errorf("submitted allocation %s changed from port %d to %d: the applier must work on copies", a.GetId(), submitted[i], portOf(a))

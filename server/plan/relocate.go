@@ -54,7 +54,10 @@ func (v *verifier) relocate(d displaced, out *verification, at map[string]int) (
 // takes it, reporting false when none does.
 func (v *verifier) placeOne(a *droverv1.Allocation, alts *droverv1.PlacementAlternates, out *verification, at map[string]int) bool {
 	for i, nodeID := range v.candidates(a, alts) {
-		if !v.hasRoom(nodeID, a.GetResources()) {
+		room := v.roomOn(nodeID)
+		r := a.GetResources()
+		if room == nil || room.Fits(&droverv1.Resources{CpuMhz: r.GetCpuMhz(), MemoryMb: r.GetMemoryMb(), DiskMb: r.GetDiskMb()}) != "" {
+			// What most candidates fail on, answered without a check.
 			continue
 		}
 		moved := a
@@ -62,14 +65,12 @@ func (v *verifier) placeOne(a *droverv1.Allocation, alts *droverv1.PlacementAlte
 			moved = a.CloneVT()
 			moved.NodeId = nodeID
 		}
-		np, reason := v.nodePlan(&droverv1.NodePlan{NodeId: nodeID, Allocations: []*droverv1.Allocation{moved}})
+		np, layer, reason := v.placeOn(room, moved)
 		if reason != "" {
 			continue
 		}
 		v.accepted.add(np.GetAllocations())
-		for _, b := range np.GetAllocations() {
-			v.room[nodeID].Add(b)
-		}
+		v.keepRoom(nodeID, layer)
 		merge(out, at, np)
 		if i > 0 {
 			v.relocated++
@@ -79,26 +80,101 @@ func (v *verifier) placeOne(a *droverv1.Allocation, alts *droverv1.PlacementAlte
 	return false
 }
 
-// hasRoom reports whether the node has the cpu, memory and disk for r on
-// top of what it holds with everything accepted so far. It is what most
-// candidates fail on, and answering it from a usage kept per node spares
-// them the whole check of a node plan, which counts every allocation of
-// the node again.
-func (v *verifier) hasRoom(nodeID string, r *droverv1.AllocatedResources) bool {
+// placeOn checks one new placement against room, what its node holds with
+// everything accepted so far, as nodePlan checks a node plan of it alone:
+// status and eligibility, its address, a dynamic port held meanwhile given
+// another, and fit. It returns the node plan to commit and room with the
+// placement counted, or why the node does not take it. It never counts the
+// node's allocations again: that is what made relocating costly.
+func (v *verifier) placeOn(room *fit.Usage, a *droverv1.Allocation) (*droverv1.NodePlan, *fit.Usage, string) {
+	node := room.Node()
+	np := &droverv1.NodePlan{NodeId: node.GetId(), Allocations: []*droverv1.Allocation{a}}
+	// No existing allocations: a relocatable placement is new.
+	if _, reason := admit(node, np.GetAllocations(), nil); reason != "" {
+		return nil, nil, reason
+	}
+	withAddrs, reason := v.assignAddresses(np)
+	if reason != "" {
+		return nil, nil, reason
+	}
+	withPorts := v.assignPorts(node, withAddrs, room)
+	layer, reason := fitOnto(room, withPorts.GetAllocations())
+	if reason != "" {
+		return nil, nil, reason
+	}
+	return withPorts, layer, ""
+}
+
+// maxRoomLayers bounds the layers a node's room gathers, one per placement
+// relocated onto the node, before it is counted afresh: every port lookup
+// walks them.
+const maxRoomLayers = 16
+
+// roomOn returns what the node holds with everything accepted so far,
+// frozen, counting it on first use; nil if the node is gone.
+func (v *verifier) roomOn(nodeID string) *fit.Usage {
+	if u, ok := v.room[nodeID]; ok {
+		return u
+	}
 	if v.room == nil {
 		v.room = make(map[string]*fit.Usage)
+		v.roomLayers = make(map[string]int)
 	}
-	u, ok := v.room[nodeID]
-	if !ok {
-		if node := v.snap.NodeByID(nodeID); node != nil {
-			u = fit.NewUsage(node)
-			for _, a := range v.held(nodeID, &droverv1.NodePlan{NodeId: nodeID}, v.snap.NodeAllocsShared(nodeID)) {
-				u.Add(a)
-			}
+	var u *fit.Usage
+	if node := v.snap.NodeByID(nodeID); node != nil {
+		u = v.countRoom(node)
+	}
+	v.room[nodeID] = u
+	v.roomLayers[nodeID] = 0
+	return u
+}
+
+// countRoom counts what the node holds with everything accepted so far:
+// the cached usage of its stored allocations with the in-flight and
+// accepted ones on top, when those only add allocations; else (one of them
+// changes a stored allocation, or accepted changes an in-flight one) every
+// allocation again.
+func (v *verifier) countRoom(node *droverv1.Node) *fit.Usage {
+	row := v.snap.NodeAllocsShared(node.GetId()) // read only
+	inflight, accepted := v.inflight.onNode(node.GetId()), v.accepted.onNode(node.GetId())
+	if v.usage == nil || !v.onlyAdds(inflight, accepted) {
+		u, _ := heldUsage(node, v.held(node.GetId(), &droverv1.NodePlan{NodeId: node.GetId()}, row))
+		return u
+	}
+	u := v.usage.Base(node, row).Overlay()
+	for _, a := range inflight {
+		u.Add(a)
+	}
+	for _, a := range accepted {
+		u.Add(a)
+	}
+	return u.Freeze()
+}
+
+// onlyAdds reports whether the in-flight and accepted allocations of a
+// node are all new: none is stored, and none accepted is in flight.
+func (v *verifier) onlyAdds(inflight, accepted []*droverv1.Allocation) bool {
+	for _, a := range inflight {
+		if v.snap.AllocByID(a.GetId()) != nil {
+			return false
 		}
-		v.room[nodeID] = u
 	}
-	return u != nil && u.Fits(&droverv1.Resources{CpuMhz: r.GetCpuMhz(), MemoryMb: r.GetMemoryMb(), DiskMb: r.GetDiskMb()}) == ""
+	for _, a := range accepted {
+		if v.snap.AllocByID(a.GetId()) != nil || v.inflight.alloc(a.GetId()) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// keepRoom makes layer, the node's room with a placement accepted on top,
+// the node's room.
+func (v *verifier) keepRoom(nodeID string, layer *fit.Usage) {
+	if v.roomLayers[nodeID]++; v.roomLayers[nodeID] < maxRoomLayers {
+		v.room[nodeID] = layer.Freeze()
+		return
+	}
+	delete(v.room, nodeID) // counted afresh, with the accepted ones, on next use
 }
 
 // candidates are the nodes an allocation may go to, in order: its own,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/scheduler"
 	"github.com/droverhq/drover/scheduler/fit"
 	"github.com/droverhq/drover/scheduler/ippool"
 )
@@ -59,8 +60,13 @@ type verifier struct {
 	picker                             *ippool.Picker
 	replaced, portsReplaced, relocated int
 	// room is what each node a placement was relocated to or tried on
-	// holds, with everything accepted so far (relocate.go).
-	room map[string]*fit.Usage
+	// holds, with everything accepted so far, frozen; roomLayers counts
+	// the placements laid on it since it was counted (relocate.go).
+	room       map[string]*fit.Usage
+	roomLayers map[string]int
+	// usage is the server's cache of what nodes' stored allocations hold,
+	// or nil: a room starts from it when it can.
+	usage *scheduler.UsageCache
 }
 
 // verifyPlan checks each node of p against snap and inflight (which may
@@ -69,8 +75,8 @@ type verifier struct {
 // address is no longer free gets another from pool (when valid). The new
 // placements of a node that no longer takes them all are then placed one
 // at a time, on their node or on their alternates (relocate.go).
-func verifyPlan(snap *state.Snapshot, p *droverv1.Plan, inflight *overlay, pool netip.Prefix) verification {
-	v := &verifier{plan: p, snap: snap, inflight: inflight, accepted: newOverlay(), pool: pool}
+func verifyPlan(snap *state.Snapshot, p *droverv1.Plan, inflight *overlay, pool netip.Prefix, usage *scheduler.UsageCache) verification {
+	v := &verifier{plan: p, snap: snap, inflight: inflight, accepted: newOverlay(), pool: pool, usage: usage}
 	var out verification
 	var moving []displaced
 	at := make(map[string]int, len(p.GetNodePlans()))
@@ -130,12 +136,41 @@ func (v *verifier) nodePlan(np *droverv1.NodePlan) (*droverv1.NodePlan, string) 
 	if !count {
 		return withAddrs, ""
 	}
-	held := v.held(node.GetId(), withAddrs, existing)
-	withPorts := v.assignPorts(node, withAddrs, held)
-	if ok, reason, _ := fit.AllocsFit(node, append(held, withPorts.GetAllocations()...)); !ok {
+	usage, reason := heldUsage(node, v.held(node.GetId(), withAddrs, existing))
+	withPorts := v.assignPorts(node, withAddrs, usage)
+	if _, failed := fitOnto(usage, withPorts.GetAllocations()); reason == "" {
+		reason = failed
+	}
+	if reason != "" {
 		return np, reason
 	}
 	return withPorts, ""
+}
+
+// heldUsage counts held on the node, in order, and freezes the count. It
+// returns the first reason held alone does not fit (a node whose resources
+// shrank), or "". Adding the plan's allocations on top then gives the
+// same reason as fit.AllocsFit over held and them.
+func heldUsage(node *droverv1.Node, held []*droverv1.Allocation) (*fit.Usage, string) {
+	usage, reason := fit.NewUsage(node), ""
+	for _, a := range held {
+		if failed := usage.Add(a); reason == "" {
+			reason = failed
+		}
+	}
+	return usage.Freeze(), reason
+}
+
+// fitOnto counts allocs on top of the frozen usage, in a new layer it
+// returns, with the first reason they do not fit, or "".
+func fitOnto(usage *fit.Usage, allocs []*droverv1.Allocation) (*fit.Usage, string) {
+	layer, reason := usage.Overlay(), ""
+	for _, a := range allocs {
+		if failed := layer.Add(a); reason == "" {
+			reason = failed
+		}
+	}
+	return layer, reason
 }
 
 // admit applies the node's status and eligibility to the planned

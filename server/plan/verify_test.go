@@ -247,7 +247,7 @@ func TestVerifyPlan(t *testing.T) {
 				ov = newOverlay()
 				ov.add(inflight)
 			}
-			ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{})
+			ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{}, nil)
 			checkVerification(t, p, ver, want)
 		})
 	}
