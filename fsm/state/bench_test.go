@@ -122,45 +122,9 @@ func BenchmarkPlanResult1000(b *testing.B) {
 //
 //	go test -run '^$' -bench ClientUpdates -benchtime 200x -count 5 ./fsm/state/
 func BenchmarkClientUpdates(b *testing.B) {
-	const (
-		nodes   = 5000
-		jobs    = 100
-		allocs  = 100_000
-		perNode = allocs / nodes
-	)
-	f := newFixture(b)
-	ns, js := f.nodesAndJobs(nodes, jobs, allocs/jobs)
-	byNode := make([][]string, nodes)
-	for start := 0; start < allocs; start += 1000 {
-		e := &droverv1.PlanResultEntry{AppliedAt: 1}
-		for i := start; i < start+1000; i++ {
-			a := mock.Alloc(ns[i%nodes], js[i%jobs], i)
-			e.Allocations = append(e.Allocations, a)
-			byNode[i%nodes] = append(byNode[i%nodes], a.GetId())
-		}
-		if _, err := f.s.UpsertPlanResults(f.next(), e); err != nil {
-			b.Fatal(err)
-		}
-	}
+	rb := placeForReports(b, 5000, 100, 100_000, func(i int) int { return i % 100 })
 	for _, perEntry := range []int{10, 100} {
-		b.Run(fmt.Sprintf("nodes-per-entry=%d", perEntry), func(b *testing.B) {
-			next := 0
-			for b.Loop() {
-				e := &droverv1.AllocClientUpdateEntry{UpdatedAt: 1}
-				for range perEntry {
-					group := &droverv1.NodeAllocUpdates{NodeId: ns[next%nodes].GetId()}
-					for _, id := range byNode[next%nodes] {
-						group.Allocs = append(group.Allocs, &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING})
-					}
-					e.Nodes = append(e.Nodes, group)
-					next++
-				}
-				if _, _, err := f.s.UpdateAllocsFromClient(f.next(), e); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perEntry*perNode), "ns/alloc-report")
-		})
+		b.Run(fmt.Sprintf("nodes-per-entry=%d", perEntry), func(b *testing.B) { rb.report(b, perEntry) })
 	}
 }
 
@@ -173,46 +137,62 @@ func BenchmarkClientUpdates(b *testing.B) {
 //
 //	go test -run '^$' -bench ClientUpdatesAtScale -benchtime 20x -count 3 ./fsm/state/
 func BenchmarkClientUpdatesAtScale(b *testing.B) {
-	const (
-		nodes   = 5000
-		jobs    = 1000
-		allocs  = 1_000_000
-		perNode = allocs / nodes
-	)
+	const perNode = 1_000_000 / 5000
+	rb := placeForReports(b, 5000, 1000, 1_000_000, func(i int) int { return i / 1000 })
+	for _, perEntry := range []int{ReportAllocsPerEntry / perNode, 5000 / perNode} {
+		b.Run(fmt.Sprintf("allocs-per-entry=%d", perEntry*perNode), func(b *testing.B) { rb.report(b, perEntry) })
+	}
+}
+
+// reportBench is a store of placed allocations for the report benchmarks.
+type reportBench struct {
+	f      *fixture
+	nodes  []*droverv1.Node
+	byNode [][]string // the allocations of each node
+	next   int        // the node whose reports go next
+}
+
+// placeForReports places allocs allocations, allocation i of job jobOf(i)
+// on node i % nodes, in plan results of 1,000.
+func placeForReports(b *testing.B, nodes, jobs, allocs int, jobOf func(i int) int) *reportBench {
 	f := newFixture(b)
-	ns, js := f.nodesAndJobs(nodes, jobs, allocs/jobs)
-	byNode := make([][]string, nodes)
+	ns, js := f.nodesAndJobs(nodes, jobs, int32(allocs/jobs))
+	rb := &reportBench{f: f, nodes: ns, byNode: make([][]string, nodes)}
 	for start := 0; start < allocs; start += 1000 {
 		e := &droverv1.PlanResultEntry{AppliedAt: 1}
 		for i := start; i < start+1000; i++ {
-			a := mock.Alloc(ns[i%nodes], js[i/1000], i)
+			a := mock.Alloc(ns[i%nodes], js[jobOf(i)], i)
 			e.Allocations = append(e.Allocations, a)
-			byNode[i%nodes] = append(byNode[i%nodes], a.GetId())
+			rb.byNode[i%nodes] = append(rb.byNode[i%nodes], a.GetId())
 		}
 		if _, err := f.s.UpsertPlanResults(f.next(), e); err != nil {
 			b.Fatal(err)
 		}
 	}
-	for _, perEntry := range []int{ReportAllocsPerEntry / perNode, 5000 / perNode} {
-		b.Run(fmt.Sprintf("allocs-per-entry=%d", perEntry*perNode), func(b *testing.B) {
-			next := 0
-			for b.Loop() {
-				e := &droverv1.AllocClientUpdateEntry{UpdatedAt: 1}
-				for range perEntry {
-					group := &droverv1.NodeAllocUpdates{NodeId: ns[next%nodes].GetId()}
-					for _, id := range byNode[next%nodes] {
-						group.Allocs = append(group.Allocs, &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING})
-					}
-					e.Nodes = append(e.Nodes, group)
-					next++
-				}
-				if _, _, err := f.s.UpdateAllocsFromClient(f.next(), e); err != nil {
-					b.Fatal(err)
-				}
+	return rb
+}
+
+// report applies entries of perEntry nodes' reports (every allocation of
+// each node going running) and reports the time per allocation reported.
+func (rb *reportBench) report(b *testing.B, perEntry int) {
+	reported := 0
+	for b.Loop() {
+		e := &droverv1.AllocClientUpdateEntry{UpdatedAt: 1}
+		for range perEntry {
+			n := rb.next % len(rb.nodes)
+			group := &droverv1.NodeAllocUpdates{NodeId: rb.nodes[n].GetId()}
+			for _, id := range rb.byNode[n] {
+				group.Allocs = append(group.Allocs, &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING})
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perEntry*perNode), "ns/alloc-report")
-		})
+			reported += len(group.Allocs)
+			e.Nodes = append(e.Nodes, group)
+			rb.next++
+		}
+		if _, _, err := rb.f.s.UpdateAllocsFromClient(rb.f.next(), e); err != nil {
+			b.Fatal(err)
+		}
 	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(reported), "ns/alloc-report")
 }
 
 // BenchmarkIPReleaseHistory reports the heap the address release history
