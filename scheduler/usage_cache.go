@@ -25,8 +25,11 @@ const trimSlack = 1024
 // Passes run concurrently from snapshots of different ages, so an entry
 // is keyed by what it was built from (the node object and the identity of
 // its allocation row); a pass whose row differs builds its own and
-// publishes it in place of the entry. A usage whose key does not match the
-// caller's row is never returned. Entries of nodes that no longer exist
+// publishes it in place of the entry. A row that differs only in
+// allocation versions that hold the same resources (an agent's report of
+// a running allocation, which keeps the allocation's resources object)
+// takes the entry over without a build. A usage is never returned for a
+// row that would count differently. Entries of nodes that no longer exist
 // are dropped once the cache holds more than twice the nodes of the state
 // (plus trimSlack).
 //
@@ -46,8 +49,50 @@ type usageEntry struct {
 	// allocated at the same address, which a plain address could not.
 	row weak.Pointer[*droverv1.Allocation]
 	n   int
+	// held says, position by position, what the row's allocations hold.
+	held []heldAlloc
 	// base is frozen; base.Node() is the node object it was built for.
 	base *fit.Usage
+}
+
+// heldAlloc is an allocation of a row as its usage counts it: its id and
+// resources object if it holds resources (fit.Holds), the zero value if
+// not. Rows whose allocations match position by position count the same.
+type heldAlloc struct {
+	id  string
+	res *droverv1.AllocatedResources
+}
+
+func heldOf(row []*droverv1.Allocation) []heldAlloc {
+	out := make([]heldAlloc, len(row))
+	for i, a := range row {
+		if fit.Holds(a) {
+			out[i] = heldAlloc{id: a.GetId(), res: a.GetResources()}
+		}
+	}
+	return out
+}
+
+// holdsAsBefore reports whether row holds what held says, position by
+// position: the same allocations hold the very same resources objects,
+// and the others hold nothing.
+func holdsAsBefore(held []heldAlloc, row []*droverv1.Allocation) bool {
+	if len(held) != len(row) {
+		return false
+	}
+	for i, a := range row {
+		h := held[i]
+		if !fit.Holds(a) {
+			if h.res != nil {
+				return false
+			}
+			continue
+		}
+		if h.res == nil || h.res != a.GetResources() || h.id != a.GetId() {
+			return false
+		}
+	}
+	return true
 }
 
 // NewUsageCache returns an empty cache, to share between every scheduler
@@ -66,12 +111,12 @@ func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.
 	}
 	_, _, u := fit.AllocsFit(node, row)
 	u.Freeze() // before any other goroutine can see it
-	c.publish(node.GetId(), usageEntry{row: rowKey(row), n: len(row), base: u})
+	c.publish(node.GetId(), usageEntry{row: rowKey(row), n: len(row), held: heldOf(row), base: u})
 	return u
 }
 
 // lookup returns the cached usage of the node if it was built from this
-// node object and this row, else nil.
+// node object and this row, or from a row that holds the same; else nil.
 func (c *UsageCache) lookup(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
 	c.mu.RLock()
 	e, ok := c.entries[node.GetId()]
@@ -81,9 +126,14 @@ func (c *UsageCache) lookup(node *droverv1.Node, row []*droverv1.Allocation) *fi
 	}
 	// An entry whose row was reclaimed has a nil Value, which no live row
 	// (the caller holds its own) can match.
-	if len(row) > 0 && e.row.Value() != &row[0] {
+	if len(row) == 0 || e.row.Value() == &row[0] {
+		return e.base
+	}
+	if !holdsAsBefore(e.held, row) {
 		return nil
 	}
+	// The next pass on this row finds it by identity.
+	c.publish(node.GetId(), usageEntry{row: rowKey(row), n: e.n, held: e.held, base: e.base})
 	return e.base
 }
 

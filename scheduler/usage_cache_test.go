@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -306,6 +307,50 @@ func TestUsageCacheKey(t *testing.T) {
 	}
 	if u := cache.Base(node, nil); u.CPU != 0 {
 		t.Fatalf("an empty row got cpu %d", u.CPU)
+	}
+}
+
+// TestUsageCacheAfterReports checks that an agent's report, which
+// changes the row but not what it holds, keeps the cached usage, and that
+// a report of an allocation that ended does not.
+func TestUsageCacheAfterReports(t *testing.T) {
+	c := newCluster(t)
+	node := c.addNodes(1, nil)[0]
+	job, _ := c.register(testJob(2))
+	c.place(runningAlloc(job, node, nil), runningAlloc(job, node, nil))
+	cache := NewUsageCache()
+	before := c.snapshot().NodeAllocsShared(node.GetId())
+	first := cache.Base(node, before)
+
+	report := func(status droverv1.AllocClientStatus, desc string) []*droverv1.Allocation {
+		t.Helper()
+		e := &droverv1.AllocClientUpdateEntry{UpdatedAt: 9, Nodes: []*droverv1.NodeAllocUpdates{{NodeId: node.GetId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: before[0].GetId(), ClientStatus: status, ClientDescription: desc}}}}}
+		if _, _, err := c.store.UpdateAllocsFromClient(c.next(), e); err != nil {
+			t.Fatal(err)
+		}
+		return c.snapshot().NodeAllocsShared(node.GetId())
+	}
+	running := report(droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, "still running")
+	if &running[0] == &before[0] || running[0] == before[0] {
+		t.Fatal("premise: the report left the row or the allocation as it was")
+	}
+	if u := cache.Base(node, running); u != first {
+		t.Fatal("a report that changes no resources built a new usage")
+	}
+	if u := cache.Base(node, before); u != first {
+		t.Fatal("the row before the report lost its usage")
+	}
+	// The same allocations holding other resources objects (an in-place
+	// update) count afresh.
+	updated := slices.Clone(before)
+	updated[1] = updated[1].CloneVT()
+	if u := cache.Base(node, updated); u == first {
+		t.Fatal("an allocation with other resources got the cached usage")
+	}
+	ended := report(droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, "")
+	if u := cache.Base(node, ended); u == first || u.CPU != first.CPU/2 {
+		t.Fatalf("after an allocation completed the node holds cpu %d, want %d", u.CPU, first.CPU/2)
 	}
 }
 

@@ -109,6 +109,9 @@ func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64
 			continue
 		}
 		a := old.CloneVT()
+		// A report never changes resources. Sharing the object tells the
+		// schedulers' usage caches that the allocation holds what it held.
+		a.Resources = old.Resources
 		a.ClientStatus = u.GetClientStatus()
 		a.ClientDescription = u.GetClientDescription()
 		a.ModifyIndex = tx.index
