@@ -24,10 +24,11 @@ type ClientUpdateResult struct {
 // AllocClientUpdateEntry should carry. go-immutable-radix remembers at most
 // 8,192 changed tree nodes per transaction to wake watchers with; a commit
 // that changes more walks the whole allocation tree instead. With a million
-// allocations an entry of 5,000 reports then costs 0.75 s, 150 us a report
-// against 16 us under the bound (BenchmarkClientUpdatesAtScale). A report changes about three tree
-// nodes of its own, and the upper levels of the tree add at most 4,369, so
-// 512 reports stay under the limit up to several million allocations.
+// allocations an entry of 5,000 reports then costs 0.75 s, 150 µs a
+// report against 16 µs under the bound (BenchmarkClientUpdatesAtScale). A
+// report changes about three tree nodes of its own, and the upper levels
+// of the tree add at most 4,369, so 512 reports stay under the limit up to
+// several million allocations.
 const ReportAllocsPerEntry = 512
 
 // ReportChanges reports whether an agent's report u would change the
