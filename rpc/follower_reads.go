@@ -73,9 +73,9 @@ func newFollowerReads(f *forwarder, waitApplied func(ctx context.Context, index 
 
 // answer runs the read here once this server's state holds everything the
 // leader had committed when the read began. answered is false when the
-// read must go to the leader instead: this server is out of touch with the leader,
-// the leader gave no index (it changed, or its release does not know
-// ReadIndex), or the state did not reach the index within
+// read must go to the leader instead: this server is out of touch with
+// the leader, the leader gave no index (it changed, or its release does
+// not know ReadIndex), or the state did not reach the index within
 // followerReadWait. An error ends the read.
 func (fr *followerReads) answer(ctx context.Context, req any, handler func(context.Context, any) (any, error)) (resp any, answered bool, err error) {
 	if fr == nil || tooStale(fr.f.lastContact(), followerReadWait) {

@@ -42,14 +42,14 @@ type UsageCache struct {
 
 // usageEntry is one node's cached usage and what it was built from.
 type usageEntry struct {
-	// row is the first element of the allocation row the usage counts,
-	// and n its length. The pointer is weak so that the cache does not
-	// keep replaced rows (and the old versions of their allocations)
-	// alive; a weak pointer still tells a reclaimed array from a new one
-	// allocated at the same address, which a plain address could not.
+	// row is the first element of the allocation row the usage counts.
+	// The pointer is weak so that the cache does not keep replaced rows
+	// (and the old versions of their allocations) alive; a weak pointer
+	// still tells a reclaimed array from a new one allocated at the same
+	// address, which a plain address could not.
 	row weak.Pointer[*droverv1.Allocation]
-	n   int
-	// held says, position by position, what the row's allocations hold.
+	// held says, position by position, what the row's allocations hold;
+	// its length is the row's.
 	held []heldAlloc
 	// base is frozen; base.Node() is the node object it was built for.
 	base *fit.Usage
@@ -111,7 +111,7 @@ func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.
 	}
 	_, _, u := fit.AllocsFit(node, row)
 	u.Freeze() // before any other goroutine can see it
-	c.publish(node.GetId(), usageEntry{row: rowKey(row), n: len(row), held: heldOf(row), base: u})
+	c.publish(node.GetId(), usageEntry{row: rowKey(row), held: heldOf(row), base: u})
 	return u
 }
 
@@ -121,7 +121,7 @@ func (c *UsageCache) lookup(node *droverv1.Node, row []*droverv1.Allocation) *fi
 	c.mu.RLock()
 	e, ok := c.entries[node.GetId()]
 	c.mu.RUnlock()
-	if !ok || e.base.Node() != node || e.n != len(row) {
+	if !ok || e.base.Node() != node || len(e.held) != len(row) {
 		return nil
 	}
 	// An entry whose row was reclaimed has a nil Value, which no live row
@@ -133,7 +133,7 @@ func (c *UsageCache) lookup(node *droverv1.Node, row []*droverv1.Allocation) *fi
 		return nil
 	}
 	// The next pass on this row finds it by identity.
-	c.publish(node.GetId(), usageEntry{row: rowKey(row), n: e.n, held: e.held, base: e.base})
+	c.publish(node.GetId(), usageEntry{row: rowKey(row), held: e.held, base: e.base})
 	return e.base
 }
 
