@@ -62,11 +62,12 @@ func identityFrom(ctx context.Context) *Identity {
 
 // tokenSecret is the secret the caller sent, or "".
 func tokenSecret(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(TokenMetadataKey); len(v) > 0 {
+	// One key at a time: FromIncomingContext would copy every key the
+	// call carries, on every call.
+	if v := metadata.ValueFromIncomingContext(ctx, TokenMetadataKey); len(v) > 0 {
 		return v[0]
 	}
-	for _, v := range md.Get("authorization") {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
 		if s, ok := strings.CutPrefix(v, "Bearer "); ok {
 			return s
 		}
@@ -194,8 +195,7 @@ func (e *enforcer) resolveCaller(ctx context.Context) (*Identity, error) {
 }
 
 func forwardedAsServer(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return len(md.Get(asServerKey)) > 0
+	return len(metadata.ValueFromIncomingContext(ctx, asServerKey)) > 0
 }
 
 // authorize resolves the caller and checks what method needs. It returns

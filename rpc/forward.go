@@ -407,8 +407,7 @@ func newResponse(method string) (any, error) {
 // running. Servers' clocks must agree to well within a caller's deadline; a
 // leader whose clock runs ahead refuses more, never less.
 func forwardedDeadline(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get(deadlineKey)
+	vals := metadata.ValueFromIncomingContext(ctx, deadlineKey)
 	if len(vals) == 0 {
 		return ctx, func() {}, nil
 	}
@@ -426,8 +425,7 @@ func forwardedDeadline(ctx context.Context) (context.Context, context.CancelFunc
 
 // incomingHops is how often the call was forwarded before reaching here.
 func incomingHops(ctx context.Context) int {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get(hopsKey)
+	vals := metadata.ValueFromIncomingContext(ctx, hopsKey)
 	if len(vals) == 0 {
 		return 0
 	}
