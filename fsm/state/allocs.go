@@ -62,8 +62,9 @@ func (s *StateStore) UpdateAllocsFromClient(index uint64, e *droverv1.AllocClien
 	res := &ClientUpdateResult{}
 	changes, err := s.write(index, func(tx *txn) error {
 		evalJobs := make(map[string]struct{})
+		rollouts := make(healthCounts)
 		for _, group := range e.GetNodes() {
-			accepted, err := tx.applyNodeAllocUpdates(group, e.GetUpdatedAt(), res)
+			accepted, err := tx.applyNodeAllocUpdates(group, e.GetUpdatedAt(), res, rollouts)
 			if err != nil {
 				return err
 			}
@@ -80,7 +81,7 @@ func (s *StateStore) UpdateAllocsFromClient(index uint64, e *droverv1.AllocClien
 				}
 			}
 		}
-		return nil
+		return rollouts.write(tx, e.GetUpdatedAt())
 	})
 	if err != nil {
 		return nil, nil, err
@@ -90,7 +91,7 @@ func (s *StateStore) UpdateAllocsFromClient(index uint64, e *droverv1.AllocClien
 
 // applyNodeAllocUpdates applies one node's reports; it returns false if the
 // node's reports were refused.
-func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64, res *ClientUpdateResult) (bool, error) {
+func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64, res *ClientUpdateResult, rollouts healthCounts) (bool, error) {
 	nodeID := group.GetNodeId()
 	node := tx.node(nodeID)
 	if node == nil || node.GetStatus().IsUnresponsive() {
@@ -117,9 +118,7 @@ func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64
 		a.ClientDescription = u.GetClientDescription()
 		a.ModifyIndex = tx.index
 		a.ModifyTime = now
-		if err := tx.reportHealth(a, u, now); err != nil {
-			return false, err
-		}
+		tx.reportHealth(a, u, rollouts)
 		if err := tx.insert(TableAllocs, a); err != nil {
 			return false, err
 		}

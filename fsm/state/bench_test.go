@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -122,7 +124,7 @@ func BenchmarkPlanResult1000(b *testing.B) {
 //
 //	go test -run '^$' -bench ClientUpdates -benchtime 200x -count 5 ./fsm/state/
 func BenchmarkClientUpdates(b *testing.B) {
-	rb := placeForReports(b, 5000, 100, 100_000, func(i int) int { return i % 100 })
+	rb := placeForReports(b, 5000, 100, 100_000, func(i int) int { return i % 100 }, false)
 	for _, perEntry := range []int{10, 100} {
 		b.Run(fmt.Sprintf("nodes-per-entry=%d", perEntry), func(b *testing.B) { rb.report(b, perEntry) })
 	}
@@ -138,10 +140,24 @@ func BenchmarkClientUpdates(b *testing.B) {
 //	go test -run '^$' -bench ClientUpdatesAtScale -benchtime 20x -count 3 ./fsm/state/
 func BenchmarkClientUpdatesAtScale(b *testing.B) {
 	const perNode = 1_000_000 / 5000
-	rb := placeForReports(b, 5000, 1000, 1_000_000, func(i int) int { return i / 1000 })
+	rb := placeForReports(b, 5000, 1000, 1_000_000, func(i int) int { return i / 1000 }, false)
 	for _, perEntry := range []int{ReportAllocsPerEntry / perNode, 5000 / perNode} {
 		b.Run(fmt.Sprintf("allocs-per-entry=%d", perEntry*perNode), func(b *testing.B) { rb.report(b, perEntry) })
 	}
+}
+
+// BenchmarkHealthReports is BenchmarkClientUpdates with every job in a
+// running deployment and every report carrying health (flipping at each
+// pass over the nodes, so that each counts), in entries of ReportAllocsPerEntry
+// reports at most, as agents of service jobs send them: each entry counts
+// into about a hundred deployments, a few reports each.
+//
+//	go test -run '^$' -bench HealthReports -benchtime 200x -count 5 ./fsm/state/
+func BenchmarkHealthReports(b *testing.B) {
+	const nodes, jobs, perNode = 5000, 100, 20
+	rb := placeForReports(b, nodes, jobs, nodes*perNode, func(i int) int { return i % jobs }, true)
+	rb.health = true
+	rb.report(b, ReportAllocsPerEntry/perNode)
 }
 
 // reportBench is a store of placed allocations for the report benchmarks.
@@ -150,18 +166,33 @@ type reportBench struct {
 	nodes  []*droverv1.Node
 	byNode [][]string // the allocations of each node
 	next   int        // the node whose reports go next
+	// health makes every report carry health, healthy on even passes over
+	// the nodes and unhealthy on odd ones.
+	health bool
 }
 
 // placeForReports places allocs allocations, allocation i of job jobOf(i)
-// on node i % nodes, in plan results of 1,000.
-func placeForReports(b *testing.B, nodes, jobs, allocs int, jobOf func(i int) int) *reportBench {
+// on node i % nodes, in plan results of 1,000; with deployments, each
+// job's allocations belong to a running deployment of the job.
+func placeForReports(b *testing.B, nodes, jobs, allocs int, jobOf func(i int) int, deployments bool) *reportBench {
 	f := newFixture(b)
 	ns, js := f.nodesAndJobs(nodes, jobs, int32(allocs/jobs))
 	rb := &reportBench{f: f, nodes: ns, byNode: make([][]string, nodes)}
+	rollouts := make([]string, jobs)
+	if deployments {
+		for i, j := range js {
+			d := deploymentOf(j, int32(allocs/jobs), 0)
+			if _, err := f.s.UpsertPlanResults(f.next(), &droverv1.PlanResultEntry{AppliedAt: 1, Deployment: d}); err != nil {
+				b.Fatal(err)
+			}
+			rollouts[i] = d.GetId()
+		}
+	}
 	for start := 0; start < allocs; start += 1000 {
 		e := &droverv1.PlanResultEntry{AppliedAt: 1}
 		for i := start; i < start+1000; i++ {
 			a := mock.Alloc(ns[i%nodes], js[jobOf(i)], i)
+			a.DeploymentId = rollouts[jobOf(i)]
 			e.Allocations = append(e.Allocations, a)
 			rb.byNode[i%nodes] = append(rb.byNode[i%nodes], a.GetId())
 		}
@@ -182,7 +213,11 @@ func (rb *reportBench) report(b *testing.B, perEntry int) {
 			n := rb.next % len(rb.nodes)
 			group := &droverv1.NodeAllocUpdates{NodeId: rb.nodes[n].GetId()}
 			for _, id := range rb.byNode[n] {
-				group.Allocs = append(group.Allocs, &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING})
+				u := &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING}
+				if rb.health {
+					u.Healthy = proto.Bool(rb.next/len(rb.nodes)%2 == 0)
+				}
+				group.Allocs = append(group.Allocs, u)
 			}
 			reported += len(group.Allocs)
 			e.Nodes = append(e.Nodes, group)

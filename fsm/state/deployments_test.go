@@ -224,3 +224,55 @@ func TestDeploymentGC(t *testing.T) {
 		t.Errorf("latest deployment %s, want %s", got.GetId(), live.GetId())
 	}
 }
+
+// TestDeploymentCountsReportsOfOneEntry applies one entry of health reports
+// into two deployments, one allocation reported twice: each deployment
+// counts every report in order, and is written once at the entry's index.
+func TestDeploymentCountsReportsOfOneEntry(t *testing.T) {
+	f := newFixture(t)
+	n := f.node()
+	j1, j2 := f.job(3), f.job(1)
+	d1, d2 := deploymentOf(j1, 3, 0), deploymentOf(j2, 1, 0)
+	allocs := []*droverv1.Allocation{mock.Alloc(n, j1, 0), mock.Alloc(n, j1, 1), mock.Alloc(n, j1, 2)}
+	other := mock.Alloc(n, j2, 0)
+	f.placeIn(d1, false, allocs...)
+	f.placeIn(d2, false, other)
+
+	report := func(a *droverv1.Allocation, healthy bool, at int64) *droverv1.AllocClientUpdate {
+		return &droverv1.AllocClientUpdate{AllocId: a.GetId(), ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING,
+			Healthy: proto.Bool(healthy), HealthTimestamp: at}
+	}
+	group := &droverv1.NodeAllocUpdates{NodeId: n.GetId(), Allocs: []*droverv1.AllocClientUpdate{
+		report(allocs[0], true, 200),
+		report(allocs[1], true, 210),
+		report(other, true, 220),
+		report(allocs[1], false, 230), // the same allocation again, in the same entry
+		report(allocs[2], true, 240),
+	}}
+	if _, _, err := f.s.UpdateAllocsFromClient(f.next(), &droverv1.AllocClientUpdateEntry{Nodes: []*droverv1.NodeAllocUpdates{group}, UpdatedAt: 300}); err != nil {
+		t.Fatalf("report health: %v", err)
+	}
+
+	tests := []struct {
+		name               string
+		deployment         string
+		healthy, unhealthy int32
+		progressFrom       int64
+	}{
+		{"reported twice", d1.GetId(), 2, 1, 240},
+		{"another rollout", d2.GetId(), 1, 0, 220},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := f.group(tt.deployment)
+			if g.GetHealthyAllocs() != tt.healthy || g.GetUnhealthyAllocs() != tt.unhealthy ||
+				g.GetRequireProgressBy() != tt.progressFrom+int64(10*time.Minute) {
+				t.Errorf("group %v, want healthy %d, unhealthy %d, progress deadline from %d", g, tt.healthy, tt.unhealthy, tt.progressFrom)
+			}
+			d := f.s.Snapshot().DeploymentByID(tt.deployment)
+			if d.GetModifyIndex() != f.index || d.GetModifyTime() != 300 {
+				t.Errorf("deployment modified at index %d, time %d; want the entry's %d, 300", d.GetModifyIndex(), d.GetModifyTime(), f.index)
+			}
+		})
+	}
+}
