@@ -62,9 +62,9 @@ func (s *StateStore) UpdateAllocsFromClient(index uint64, e *droverv1.AllocClien
 	res := &ClientUpdateResult{}
 	changes, err := s.write(index, func(tx *txn) error {
 		evalJobs := make(map[string]struct{})
-		rollouts := make(healthCounts)
+		counts := make(deploymentCounts)
 		for _, group := range e.GetNodes() {
-			accepted, err := tx.applyNodeAllocUpdates(group, e.GetUpdatedAt(), res, rollouts)
+			accepted, err := tx.applyNodeAllocUpdates(group, e.GetUpdatedAt(), res, counts)
 			if err != nil {
 				return err
 			}
@@ -81,7 +81,7 @@ func (s *StateStore) UpdateAllocsFromClient(index uint64, e *droverv1.AllocClien
 				}
 			}
 		}
-		return rollouts.write(tx, e.GetUpdatedAt())
+		return counts.write(tx, e.GetUpdatedAt())
 	})
 	if err != nil {
 		return nil, nil, err
@@ -91,7 +91,7 @@ func (s *StateStore) UpdateAllocsFromClient(index uint64, e *droverv1.AllocClien
 
 // applyNodeAllocUpdates applies one node's reports; it returns false if the
 // node's reports were refused.
-func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64, res *ClientUpdateResult, rollouts healthCounts) (bool, error) {
+func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64, res *ClientUpdateResult, counts deploymentCounts) (bool, error) {
 	nodeID := group.GetNodeId()
 	node := tx.node(nodeID)
 	if node == nil || node.GetStatus().IsUnresponsive() {
@@ -118,7 +118,7 @@ func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64
 		a.ClientDescription = u.GetClientDescription()
 		a.ModifyIndex = tx.index
 		a.ModifyTime = now
-		tx.reportHealth(a, u, rollouts)
+		tx.reportHealth(a, u, counts)
 		if err := tx.insert(TableAllocs, a); err != nil {
 			return false, err
 		}
@@ -159,10 +159,14 @@ func (tx *txn) applyPlanResult(e *droverv1.PlanResultEntry) error {
 		return strings.Compare(a.GetId(), b.GetId())
 	})
 	refs := newRefCache(tx)
+	counts := make(deploymentCounts)
 	for _, a := range allocs {
-		if err := tx.upsertPlannedAlloc(a, now, refs); err != nil {
+		if err := tx.upsertPlannedAlloc(a, now, refs, counts); err != nil {
 			return err
 		}
+	}
+	if err := counts.write(tx, now); err != nil {
+		return err
 	}
 	for _, stop := range e.GetStops() {
 		if err := tx.stopAlloc(stop, now); err != nil {
@@ -180,7 +184,7 @@ func (tx *txn) applyPlanResult(e *droverv1.PlanResultEntry) error {
 }
 
 // upsertPlannedAlloc writes an allocation the scheduler created or changed.
-func (tx *txn) upsertPlannedAlloc(a *droverv1.Allocation, now int64, refs *refCache) error {
+func (tx *txn) upsertPlannedAlloc(a *droverv1.Allocation, now int64, refs *refCache, counts deploymentCounts) error {
 	if a == nil {
 		return invalidEntry("plan result with an empty allocation")
 	}
@@ -193,9 +197,7 @@ func (tx *txn) upsertPlannedAlloc(a *droverv1.Allocation, now int64, refs *refCa
 	old := tx.alloc(a.GetId())
 	if a.GetDeploymentId() != "" && a.GetDeploymentId() != old.GetDeploymentId() {
 		// Placed into a deployment, or moved into one in place.
-		if err := tx.countPlacement(a, now); err != nil {
-			return err
-		}
+		tx.countPlacement(a, now, counts)
 	}
 	if old == nil {
 		return tx.placeAlloc(a, now)

@@ -79,6 +79,15 @@ func BenchmarkMemoryPerAlloc(b *testing.B) {
 // timed part, and a garbage collection runs before each one so that the
 // preparation's garbage is not charged to the apply.
 func BenchmarkPlanResult1000(b *testing.B) {
+	for _, rollout := range []bool{false, true} {
+		b.Run(fmt.Sprintf("deployment=%t", rollout), func(b *testing.B) { benchmarkPlanResult1000(b, rollout) })
+	}
+}
+
+// benchmarkPlanResult1000 is BenchmarkPlanResult1000; with rollout each
+// entry carries a new deployment of its job, which every placement counts
+// into, as a service job's plans do.
+func benchmarkPlanResult1000(b *testing.B, rollout bool) {
 	f := newFixture(b)
 	nodes := make([]*droverv1.Node, 100)
 	for i := range nodes {
@@ -86,8 +95,13 @@ func BenchmarkPlanResult1000(b *testing.B) {
 	}
 	encode := func(job *droverv1.Job) []byte {
 		e := &droverv1.PlanResultEntry{AppliedAt: 1}
+		if rollout {
+			e.Deployment = deploymentOf(job, 1000, 0)
+		}
 		for i := range 1000 {
-			e.Allocations = append(e.Allocations, mock.Alloc(nodes[i%100], job, i))
+			a := mock.Alloc(nodes[i%100], job, i)
+			a.DeploymentId = e.GetDeployment().GetId()
+			e.Allocations = append(e.Allocations, a)
 		}
 		data, err := e.MarshalVT()
 		if err != nil {

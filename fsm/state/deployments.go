@@ -113,18 +113,13 @@ func (tx *txn) upsertPlannedDeployment(d *droverv1.Deployment, now int64) error 
 	return tx.insert(TableDeployments, c)
 }
 
-// countPlacement counts a new allocation of a deployment: placed, and a
-// canary when it is one; the group's progress deadline starts with its
-// first placement.
-func (tx *txn) countPlacement(a *droverv1.Allocation, now int64) error {
-	d := tx.deployment(a.GetDeploymentId())
-	if d == nil || d.GetStatus().Terminal() {
-		return nil
-	}
-	c := d.CloneVT()
-	g := c.GetGroups()[a.GetTaskGroup()]
+// countPlacement counts a new allocation of a deployment into the entry's
+// copy of it (counts): placed, and a canary when it is one; the group's
+// progress deadline starts with its first placement.
+func (tx *txn) countPlacement(a *droverv1.Allocation, now int64, counts deploymentCounts) {
+	g := counts.group(tx, a.GetDeploymentId(), a.GetTaskGroup())
 	if g == nil {
-		return nil
+		return
 	}
 	g.PlacedAllocs++
 	if a.GetDeploymentStatus().GetCanary() {
@@ -133,8 +128,6 @@ func (tx *txn) countPlacement(a *droverv1.Allocation, now int64) error {
 	if g.GetRequireProgressBy() == 0 {
 		g.RequireProgressBy = progressDeadlineFrom(g, now)
 	}
-	c.ModifyIndex, c.ModifyTime = tx.index, now
-	return tx.insert(TableDeployments, c)
 }
 
 // reportHealth records an agent's report of an allocation's health in its
@@ -143,7 +136,7 @@ func (tx *txn) countPlacement(a *droverv1.Allocation, now int64) error {
 // count goes into the entry's copy of the deployment (rollouts), written
 // once after the entry's reports. The report is ignored for an allocation
 // outside an active deployment.
-func (tx *txn) reportHealth(a *droverv1.Allocation, u *droverv1.AllocClientUpdate, rollouts healthCounts) {
+func (tx *txn) reportHealth(a *droverv1.Allocation, u *droverv1.AllocClientUpdate, counts deploymentCounts) {
 	if u.Healthy == nil || a.GetDeploymentId() == "" {
 		return
 	}
@@ -164,10 +157,11 @@ func (tx *txn) reportHealth(a *droverv1.Allocation, u *droverv1.AllocClientUpdat
 	// The allocation keeps its health even when its deployment has ended
 	// (a replacement placed late in a rollout turns healthy after it
 	// succeeded); only a running deployment counts it.
-	d := rollouts.running(tx, a.GetDeploymentId())
+	d := counts.running(tx, a.GetDeploymentId())
 	if d == nil {
 		return
 	}
+	counts.changed(d)
 	if g := d.GetGroups()[a.GetTaskGroup()]; g != nil {
 		if prev != nil {
 			countHealth(g, *prev, -1)
@@ -177,41 +171,6 @@ func (tx *txn) reportHealth(a *droverv1.Allocation, u *droverv1.AllocClientUpdat
 			g.RequireProgressBy = max(g.GetRequireProgressBy(), progressDeadlineFrom(g, u.GetHealthTimestamp()))
 		}
 	}
-}
-
-// healthCounts holds the running deployments whose counts one entry's
-// health reports change, by id (nil for one missing or ended), each copied
-// once and written once after the entry's reports: an entry of hundreds of
-// reports into one rollout would otherwise write the deployment, and copy
-// its radix path, once per report.
-type healthCounts map[string]*droverv1.Deployment
-
-// running returns the entry's copy of a running deployment, or nil.
-func (h healthCounts) running(tx *txn, id string) *droverv1.Deployment {
-	if d, ok := h[id]; ok {
-		return d
-	}
-	var c *droverv1.Deployment
-	if d := tx.deployment(id); d != nil && !d.GetStatus().Terminal() {
-		c = d.CloneVT()
-	}
-	h[id] = c
-	return c
-}
-
-// write stores the deployments the entry's reports counted into.
-func (h healthCounts) write(tx *txn, now int64) error {
-	for _, id := range sortedKeys(h) {
-		d := h[id]
-		if d == nil {
-			continue
-		}
-		d.ModifyIndex, d.ModifyTime = tx.index, now
-		if err := tx.insert(TableDeployments, d); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // progressDeadlineFrom is when a group must next make progress, counting
