@@ -13,6 +13,11 @@ import (
 // trim, which scans every entry, is rare.
 const trimSlack = 1024
 
+// maxBaseLayers bounds how many overlays a cached usage may lie on before
+// a row is counted afresh: every port and address lookup walks the
+// layers.
+const maxBaseLayers = 4
+
 // UsageCache keeps, for the schedulers of one server, the usage of each
 // node's stored allocations: what they hold before a pass changes
 // anything. Building a node's usage adds up every one of its allocations,
@@ -28,8 +33,11 @@ const trimSlack = 1024
 // publishes it in place of the entry. A row that differs only in
 // allocation versions that hold the same resources (an agent's report of
 // a running allocation, which keeps the allocation's resources object)
-// takes the entry over without a build. A usage is never returned for a
-// row that would count differently. Entries of nodes that no longer exist
+// takes the entry over without a build. A row that only adds allocations
+// to the entry's (a placement committed since) is counted as an overlay of
+// the entry's usage with the new allocations on top, up to maxBaseLayers
+// deep, then afresh. A usage is never returned for a row that would count
+// differently. Entries of nodes that no longer exist
 // are dropped once the cache holds more than twice the nodes of the state
 // (plus trimSlack).
 //
@@ -53,11 +61,13 @@ type usageEntry struct {
 	held []heldAlloc
 	// base is frozen; base.Node() is the node object it was built for.
 	base *fit.Usage
+	// layers counts the overlays base lies on (zero: counted afresh).
+	layers int
 }
 
-// heldAlloc is an allocation of a row as its usage counts it: its id and
-// resources object if it holds resources (fit.Holds), the zero value if
-// not. Rows whose allocations match position by position count the same.
+// heldAlloc is an allocation of a row as its usage counts it: its id, and
+// its resources object if it holds resources (fit.Holds), else nil. Rows
+// whose allocations match position by position count the same.
 type heldAlloc struct {
 	id  string
 	res *droverv1.AllocatedResources
@@ -66,11 +76,17 @@ type heldAlloc struct {
 func heldOf(row []*droverv1.Allocation) []heldAlloc {
 	out := make([]heldAlloc, len(row))
 	for i, a := range row {
-		if fit.Holds(a) {
-			out[i] = heldAlloc{id: a.GetId(), res: a.GetResources()}
-		}
+		out[i] = heldAlloc{id: a.GetId(), res: heldRes(a)}
 	}
 	return out
+}
+
+// heldRes is the resources object an allocation holds, or nil.
+func heldRes(a *droverv1.Allocation) *droverv1.AllocatedResources {
+	if fit.Holds(a) {
+		return a.GetResources()
+	}
+	return nil
 }
 
 // holdsAsBefore reports whether row holds what held says, position by
@@ -82,17 +98,40 @@ func holdsAsBefore(held []heldAlloc, row []*droverv1.Allocation) bool {
 	}
 	for i, a := range row {
 		h := held[i]
-		if !fit.Holds(a) {
-			if h.res != nil {
-				return false
-			}
-			continue
-		}
-		if h.res == nil || h.res != a.GetResources() || h.id != a.GetId() {
+		if h.res != heldRes(a) || (h.res != nil && h.id != a.GetId()) {
 			return false
 		}
 	}
 	return true
+}
+
+// addedTo returns the allocations row holds beyond what held says, when
+// that is all that differs: every allocation held before is in row
+// holding the very same resources object, and an allocation that held
+// nothing may have gone. Both are in id order, as the state keeps rows.
+// ok is false when row frees or changes something held.
+func addedTo(held []heldAlloc, row []*droverv1.Allocation) (added []*droverv1.Allocation, ok bool) {
+	i, j := 0, 0
+	for i < len(held) || j < len(row) {
+		switch {
+		case i < len(held) && j < len(row) && held[i].id == row[j].GetId():
+			if held[i].res != heldRes(row[j]) {
+				return nil, false
+			}
+			i, j = i+1, j+1
+		case j < len(row) && (i == len(held) || row[j].GetId() < held[i].id):
+			if fit.Holds(row[j]) {
+				added = append(added, row[j])
+			}
+			j++
+		default: // held[i] is not in row
+			if held[i].res != nil {
+				return nil, false
+			}
+			i++
+		}
+	}
+	return added, true
 }
 
 // NewUsageCache returns an empty cache, to share between every scheduler
@@ -107,6 +146,9 @@ func NewUsageCache() *UsageCache {
 // shares it to check relocated placements.
 func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
 	if u := c.lookup(node, row); u != nil {
+		return u
+	}
+	if u := c.extend(node, row); u != nil {
 		return u
 	}
 	_, _, u := fit.AllocsFit(node, row)
@@ -135,6 +177,28 @@ func (c *UsageCache) lookup(node *droverv1.Node, row []*droverv1.Allocation) *fi
 	// The next pass on this row finds it by identity.
 	c.publish(node.GetId(), usageEntry{row: rowKey(row), held: e.held, base: e.base})
 	return e.base
+}
+
+// extend returns the usage of a row that only adds allocations to the
+// cached entry's, laid over the entry's usage and published; else nil.
+func (c *UsageCache) extend(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
+	c.mu.RLock()
+	e, ok := c.entries[node.GetId()]
+	c.mu.RUnlock()
+	if !ok || e.base.Node() != node || e.layers >= maxBaseLayers {
+		return nil
+	}
+	added, ok := addedTo(e.held, row)
+	if !ok {
+		return nil
+	}
+	u := e.base.Overlay()
+	for _, a := range added {
+		u.Add(a)
+	}
+	u.Freeze() // before any other goroutine can see it
+	c.publish(node.GetId(), usageEntry{row: rowKey(row), held: heldOf(row), base: u, layers: e.layers + 1})
+	return u
 }
 
 // publish stores an entry, replacing whatever the node had: the newest

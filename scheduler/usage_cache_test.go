@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/scheduler/fit"
 )
 
 // dryPlanner records the plans of a scheduler and accepts them whole
@@ -351,6 +352,84 @@ func TestUsageCacheAfterReports(t *testing.T) {
 	ended := report(droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, "")
 	if u := cache.Base(node, ended); u == first || u.CPU != first.CPU/2 {
 		t.Fatalf("after an allocation completed the node holds cpu %d, want %d", u.CPU, first.CPU/2)
+	}
+}
+
+// TestAddedTo checks what a row adds to what a cached usage held, and that
+// a row freeing or changing anything held is refused.
+func TestAddedTo(t *testing.T) {
+	res := func() *droverv1.AllocatedResources { return &droverv1.AllocatedResources{CpuMhz: 100} }
+	alloc := func(id string, r *droverv1.AllocatedResources) *droverv1.Allocation {
+		return &droverv1.Allocation{Id: id, Resources: r, DesiredStatus: droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN,
+			ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING}
+	}
+	ended := func(a *droverv1.Allocation) *droverv1.Allocation {
+		c := a.CloneVT()
+		c.Resources = a.GetResources()
+		c.ClientStatus = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE
+		return c
+	}
+	b, d, f := alloc("b", res()), alloc("d", res()), alloc("f", res())
+	a, c, e, g := alloc("a", res()), alloc("c", res()), alloc("e", res()), alloc("g", res())
+	before := []*droverv1.Allocation{b, ended(d), f}
+	tests := []struct {
+		name  string
+		row   []*droverv1.Allocation
+		added []string
+		ok    bool
+	}{
+		{"the same", []*droverv1.Allocation{b, ended(d), f}, nil, true},
+		{"added first, between and last", []*droverv1.Allocation{a, b, c, ended(d), e, f, g}, []string{"a", "c", "e", "g"}, true},
+		{"an added allocation that holds nothing", []*droverv1.Allocation{b, ended(c), ended(d), f}, nil, true},
+		{"one that held nothing gone", []*droverv1.Allocation{b, f}, nil, true},
+		{"a holder gone", []*droverv1.Allocation{ended(d), f}, nil, false},
+		{"a holder ended", []*droverv1.Allocation{b, ended(d), ended(f)}, nil, false},
+		{"a holder with other resources", []*droverv1.Allocation{b, ended(d), alloc("f", res())}, nil, false},
+		{"one that held nothing holds again", []*droverv1.Allocation{b, d, f}, nil, false},
+		{"empty", nil, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			added, ok := addedTo(heldOf(before), tt.row)
+			var ids []string
+			for _, x := range added {
+				ids = append(ids, x.GetId())
+			}
+			if ok != tt.ok || (ok && !slices.Equal(ids, tt.added)) {
+				t.Errorf("addedTo = %v, %t; want %v, %t", ids, ok, tt.added, tt.ok)
+			}
+		})
+	}
+}
+
+// TestUsageCacheExtends places allocations on a node one at a time: each
+// newer row's usage is laid over the one before, counting what a build
+// from scratch counts, until maxBaseLayers, when the row is counted afresh.
+func TestUsageCacheExtends(t *testing.T) {
+	c := newCluster(t)
+	node := c.addNodes(1, nil)[0]
+	job, _ := c.register(testJob(maxBaseLayers + 2))
+	cache := NewUsageCache()
+	cache.Base(node, c.snapshot().NodeAllocsShared(node.GetId()))
+	for i := range maxBaseLayers + 1 {
+		port := int32(25000 + i)
+		c.place(runningAlloc(job, node, &droverv1.AllocatedResources{CpuMhz: 100, Ports: []*droverv1.AllocatedPort{{Label: "http", Value: port}}}))
+		row := c.snapshot().NodeAllocsShared(node.GetId())
+		u := cache.Base(node, row)
+		_, _, fresh := fit.AllocsFit(node, row)
+		if u.CPU != fresh.CPU || !u.PortUsed(port) || u.PortUsed(port+1) {
+			t.Fatalf("after %d placements: cpu %d (fresh %d), port %d used %t", i+1, u.CPU, fresh.CPU, port, u.PortUsed(port))
+		}
+		want := i + 1
+		if i == maxBaseLayers {
+			want = 0 // too deep: counted afresh
+		}
+		cache.mu.RLock()
+		layers := cache.entries[node.GetId()].layers
+		cache.mu.RUnlock()
+		if layers != want {
+			t.Fatalf("after %d placements the usage lies on %d overlays, want %d", i+1, layers, want)
+		}
 	}
 }
 
