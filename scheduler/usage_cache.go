@@ -37,9 +37,8 @@ const maxBaseLayers = 4
 // to the entry's (a placement committed since) is counted as an overlay of
 // the entry's usage with the new allocations on top, up to maxBaseLayers
 // deep, then afresh. A usage is never returned for a row that would count
-// differently. Entries of nodes that no longer exist
-// are dropped once the cache holds more than twice the nodes of the state
-// (plus trimSlack).
+// differently. Entries of nodes that no longer exist are dropped once the
+// cache holds more than twice the nodes of the state (plus trimSlack).
 //
 // A UsageCache is safe for concurrent use. The zero value is not usable:
 // make one with NewUsageCache.

@@ -133,7 +133,7 @@ func (tx *txn) countPlacement(a *droverv1.Allocation, now int64, counts deployme
 // reportHealth records an agent's report of an allocation's health in its
 // deployment and counts it in the deployment's group. A healthy report is
 // progress: the group's deadline moves to progress_deadline after it. The
-// count goes into the entry's copy of the deployment (rollouts), written
+// count goes into the entry's copy of the deployment (counts), written
 // once after the entry's reports. The report is ignored for an allocation
 // outside an active deployment.
 func (tx *txn) reportHealth(a *droverv1.Allocation, u *droverv1.AllocClientUpdate, counts deploymentCounts) {
