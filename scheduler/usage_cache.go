@@ -144,11 +144,16 @@ func NewUsageCache() *UsageCache {
 // row are those of the entry, else built and published. The plan applier
 // shares it to check relocated placements.
 func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
-	if u := c.lookup(node, row); u != nil {
-		return u
-	}
-	if u := c.extend(node, row); u != nil {
-		return u
+	c.mu.RLock()
+	e, ok := c.entries[node.GetId()]
+	c.mu.RUnlock()
+	if ok && e.base.Node() == node {
+		if u := c.lookup(node.GetId(), e, row); u != nil {
+			return u
+		}
+		if u := c.extend(node.GetId(), e, row); u != nil {
+			return u
+		}
 	}
 	_, _, u := fit.AllocsFit(node, row)
 	u.Freeze() // before any other goroutine can see it
@@ -156,13 +161,10 @@ func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.
 	return u
 }
 
-// lookup returns the cached usage of the node if it was built from this
-// node object and this row, or from a row that holds the same; else nil.
-func (c *UsageCache) lookup(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
-	c.mu.RLock()
-	e, ok := c.entries[node.GetId()]
-	c.mu.RUnlock()
-	if !ok || e.base.Node() != node || len(e.held) != len(row) {
+// lookup returns the usage of the node's entry e if it was built from
+// this row, or from a row that holds the same; else nil.
+func (c *UsageCache) lookup(nodeID string, e usageEntry, row []*droverv1.Allocation) *fit.Usage {
+	if len(e.held) != len(row) {
 		return nil
 	}
 	// An entry whose row was reclaimed has a nil Value, which no live row
@@ -174,29 +176,32 @@ func (c *UsageCache) lookup(node *droverv1.Node, row []*droverv1.Allocation) *fi
 		return nil
 	}
 	// The next pass on this row finds it by identity.
-	c.publish(node.GetId(), usageEntry{row: rowKey(row), held: e.held, base: e.base})
+	e.row = rowKey(row)
+	c.publish(nodeID, e)
 	return e.base
 }
 
-// extend returns the usage of a row that only adds allocations to the
-// cached entry's, laid over the entry's usage and published; else nil.
-func (c *UsageCache) extend(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
-	c.mu.RLock()
-	e, ok := c.entries[node.GetId()]
-	c.mu.RUnlock()
-	if !ok || e.base.Node() != node || e.layers >= maxBaseLayers {
+// extend returns the usage of a row that only adds allocations to those
+// of the node's entry e, laid over the entry's usage and published; else
+// nil.
+func (c *UsageCache) extend(nodeID string, e usageEntry, row []*droverv1.Allocation) *fit.Usage {
+	if e.layers >= maxBaseLayers {
 		return nil
 	}
 	added, ok := addedTo(e.held, row)
 	if !ok {
 		return nil
 	}
-	u := e.base.Overlay()
-	for _, a := range added {
-		u.Add(a)
+	u := e.base
+	if len(added) > 0 {
+		u = u.Overlay()
+		for _, a := range added {
+			u.Add(a)
+		}
+		u.Freeze() // before any other goroutine can see it
+		e.layers++
 	}
-	u.Freeze() // before any other goroutine can see it
-	c.publish(node.GetId(), usageEntry{row: rowKey(row), held: heldOf(row), base: u, layers: e.layers + 1})
+	c.publish(nodeID, usageEntry{row: rowKey(row), held: heldOf(row), base: u, layers: e.layers})
 	return u
 }
 

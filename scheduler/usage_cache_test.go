@@ -433,6 +433,45 @@ func TestUsageCacheExtends(t *testing.T) {
 	}
 }
 
+// TestUsageCacheLayersSurviveReports interleaves placements with agents'
+// reports, which take the cached usage over: the overlays counted so far
+// stay counted, so the layer bound still holds.
+func TestUsageCacheLayersSurviveReports(t *testing.T) {
+	c := newCluster(t)
+	node := c.addNodes(1, nil)[0]
+	job, _ := c.register(testJob(maxBaseLayers + 2))
+	cache := NewUsageCache()
+	cache.Base(node, c.snapshot().NodeAllocsShared(node.GetId()))
+	layers := func() int {
+		cache.mu.RLock()
+		defer cache.mu.RUnlock()
+		return cache.entries[node.GetId()].layers
+	}
+	for i := range maxBaseLayers + 1 {
+		a := runningAlloc(job, node, nil)
+		a.ClientStatus = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
+		c.place(a)
+		cache.Base(node, c.snapshot().NodeAllocsShared(node.GetId()))
+		e := &droverv1.AllocClientUpdateEntry{UpdatedAt: 9, Nodes: []*droverv1.NodeAllocUpdates{{NodeId: node.GetId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: a.GetId(), ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING}}}}}
+		if _, _, err := c.store.UpdateAllocsFromClient(c.next(), e); err != nil {
+			t.Fatal(err)
+		}
+		row := c.snapshot().NodeAllocsShared(node.GetId())
+		u := cache.Base(node, row)
+		if _, _, fresh := fit.AllocsFit(node, row); u.CPU != fresh.CPU {
+			t.Fatalf("after %d placements: cpu %d, fresh count %d", i+1, u.CPU, fresh.CPU)
+		}
+		want := i + 1
+		if i == maxBaseLayers {
+			want = 0
+		}
+		if got := layers(); got != want {
+			t.Fatalf("after %d placements and their reports the usage lies on %d overlays, want %d", i+1, got, want)
+		}
+	}
+}
+
 // TestUsageCacheTrim checks that entries of nodes a state no longer has
 // are dropped once they outnumber its nodes.
 func TestUsageCacheTrim(t *testing.T) {
