@@ -196,6 +196,39 @@ func BenchmarkPlaceAfterPlan(b *testing.B) {
 	}
 }
 
+// BenchmarkPlaceAfterReports is BenchmarkPlaceAfterPlan with the agents'
+// reports in between: each node that took a placement reports it running,
+// which rewrites the node's row (its last report's index) as well as the
+// allocations', as in a cluster whose agents are alive.
+func BenchmarkPlaceAfterReports(b *testing.B) {
+	const nodes, perNode, allocs = 5000, 100, 1000
+	c, job, ev := loadedCluster(b, nodes, perNode, allocs)
+	cfg := Config{AllocCIDR: netip.MustParsePrefix("10.0.0.0/8"), UsageCache: NewUsageCache()}
+	pass := func() []*droverv1.Allocation {
+		ec := newEvalContext(c.snapshot(), cfg, ev, job)
+		st := newStack(ec, job)
+		placed := placeAll(ec, st, job, allocs)
+		if len(placed) != allocs {
+			b.Fatalf("placed %d of %d: %v", len(placed), allocs, st.failure(job.GetTaskGroups()[0]))
+		}
+		return placed
+	}
+	placed := pass() // warms the cache
+	for b.Loop() {
+		b.StopTimer()
+		c.place(placed...)
+		byNode := make(map[string][]string)
+		for _, a := range placed {
+			byNode[a.GetNodeId()] = append(byNode[a.GetNodeId()], a.GetId())
+		}
+		for nodeID, ids := range byNode {
+			c.report(nodeID, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, ids...)
+		}
+		b.StartTimer()
+		placed = pass()
+	}
+}
+
 // loadedCluster returns the cluster of BenchmarkPlaceLoaded and the job to
 // place with its evaluation.
 func loadedCluster(b *testing.B, nodes, perNode, allocs int) (*cluster, *droverv1.Job, *droverv1.Evaluation) {

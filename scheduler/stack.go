@@ -21,8 +21,8 @@ type stack struct {
 	offset     int
 	groups     map[string]*groupStack
 	addrs      *ippool.Picker
-	// ports holds the ports picked on the node being ranked, bestPorts
-	// those of the best node so far; the two swap instead of allocating.
+	// ports is scratch for a draw that only checks a candidate's ports;
+	// bestPorts holds those drawn on the chosen node.
 	ports, bestPorts []int32
 	// ranked holds the best nodes of the selection so far, best first,
 	// when the group names alternates.
@@ -151,7 +151,6 @@ func (s *stack) selectNode(tg *droverv1.TaskGroup, opts selectOptions) *rankedNo
 		s.ranked.add(ns.node, score)
 		if best == nil || score > bestScore {
 			best, bestScore = ns, score
-			s.ports, s.bestPorts = s.bestPorts, s.ports
 		}
 	}
 	if n > 0 {
@@ -163,6 +162,10 @@ func (s *stack) selectNode(tg *droverv1.TaskGroup, opts selectOptions) *rankedNo
 			slog.String("alloc", opts.allocName), slog.Int("nodes_evaluated", int(g.metrics.evaluated)))
 		return nil
 	}
+	// Ports are drawn on the chosen node only: fits checked that it has
+	// them, and a draw on every candidate ranked cost a lookup per port
+	// probed on each.
+	s.bestPorts, _ = assignPorts(s.ctx.usageOf(best), tg.GetResources().GetPorts(), best.node, s.ctx.rng, s.bestPorts)
 	return &rankedNode{node: best.node, score: bestScore, resources: s.allocated(tg, pick.addr),
 		alternates: s.ranked.others(best.node)}
 }
@@ -211,9 +214,8 @@ func (s *stack) rank(g *groupStack, ns *nodeState, pick *addressChoice, opts sel
 	return s.score(g, ns, u, opts), true
 }
 
-// fits checks feasibility and room, picking the node's ports into s.ports
-// and drawing the selection's address on first need. It returns the
-// node's usage.
+// fits checks feasibility and room, ports included, drawing the
+// selection's address on first need. It returns the node's usage.
 func (s *stack) fits(g *groupStack, ns *nodeState, pick *addressChoice) (*fit.Usage, bool) {
 	m := &g.metrics
 	m.evaluated++
@@ -231,11 +233,13 @@ func (s *stack) fits(g *groupStack, ns *nodeState, pick *addressChoice) (*fit.Us
 		m.exhaust(dim)
 		return nil, false
 	}
-	var portsFree bool
-	s.ports, portsFree = assignPorts(u, ask.GetPorts(), ns.node, s.ctx.rng, s.ports)
-	if !portsFree {
-		m.exhaust(fit.DimensionPorts)
-		return nil, false
+	if asks := ask.GetPorts(); !u.PortsSurelyFree(len(asks)) {
+		var portsFree bool
+		s.ports, portsFree = assignPorts(u, asks, ns.node, s.ctx.rng, s.ports)
+		if !portsFree {
+			m.exhaust(fit.DimensionPorts)
+			return nil, false
+		}
 	}
 	if !pick.ready() {
 		m.exhaust(fit.DimensionIP)

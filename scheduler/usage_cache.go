@@ -28,9 +28,12 @@ const maxBaseLayers = 4
 // the entry was built from.
 //
 // Passes run concurrently from snapshots of different ages, so an entry
-// is keyed by what it was built from (the node object and the identity of
-// its allocation row); a pass whose row differs builds its own and
-// publishes it in place of the entry. A row that differs only in
+// is keyed by what it was built from (what the node offers, and the
+// identity of its allocation row); a pass whose row differs builds its
+// own and publishes it in place of the entry. A node version that shares
+// the entry's resources and reservation objects (fit.SameOffer: the row
+// was rewritten for the node's status or its last report) takes the entry
+// over. A row that differs only in
 // allocation versions that hold the same resources (an agent's report of
 // a running allocation, which keeps the allocation's resources object)
 // takes the entry over without a build. A row that only adds allocations
@@ -58,7 +61,7 @@ type usageEntry struct {
 	// held says, position by position, what the row's allocations hold;
 	// its length is the row's.
 	held []heldAlloc
-	// base is frozen; base.Node() is the node object it was built for.
+	// base is frozen; base.Node() is the node version it was last used for.
 	base *fit.Usage
 	// layers counts the overlays base lies on (zero: counted afresh).
 	layers int
@@ -147,8 +150,14 @@ func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.
 	c.mu.RLock()
 	e, ok := c.entries[node.GetId()]
 	c.mu.RUnlock()
-	if ok && e.base.Node() == node {
-		if u := c.lookup(node.GetId(), e, row); u != nil {
+	if ok && fit.SameOffer(e.base.Node(), node) {
+		moved := e.base.Node() != node
+		if moved {
+			// The node's row was rewritten for its status or a report:
+			// what its allocations hold against it is unchanged.
+			e.base = e.base.ForNode(node)
+		}
+		if u := c.lookup(node.GetId(), e, row, moved); u != nil {
 			return u
 		}
 		if u := c.extend(node.GetId(), e, row); u != nil {
@@ -162,14 +171,19 @@ func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.
 }
 
 // lookup returns the usage of the node's entry e if it was built from
-// this row, or from a row that holds the same; else nil.
-func (c *UsageCache) lookup(nodeID string, e usageEntry, row []*droverv1.Allocation) *fit.Usage {
+// this row, or from a row that holds the same; else nil. moved says e
+// differs from the stored entry (it was moved to a newer node version),
+// so that a hit publishes it.
+func (c *UsageCache) lookup(nodeID string, e usageEntry, row []*droverv1.Allocation, moved bool) *fit.Usage {
 	if len(e.held) != len(row) {
 		return nil
 	}
 	// An entry whose row was reclaimed has a nil Value, which no live row
 	// (the caller holds its own) can match.
 	if len(row) == 0 || e.row.Value() == &row[0] {
+		if moved {
+			c.publish(nodeID, e)
+		}
 		return e.base
 	}
 	if !holdsAsBefore(e.held, row) {

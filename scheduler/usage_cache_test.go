@@ -305,6 +305,8 @@ func TestUsageCacheKey(t *testing.T) {
 	renewed.Resources.CpuMhz *= 2
 	if u := cache.Base(renewed, row); u.Node() != renewed {
 		t.Fatalf("a re-registered node got the usage of the old node object")
+	} else if cpu, _, _ := u.Capacity(); cpu != renewed.GetResources().GetCpuMhz()-renewed.GetReserved().GetCpuMhz() {
+		t.Fatalf("a re-registered node offering cpu %d got a usage offering %d", renewed.GetResources().GetCpuMhz(), cpu)
 	}
 	if u := cache.Base(node, nil); u.CPU != 0 {
 		t.Fatalf("an empty row got cpu %d", u.CPU)
@@ -352,6 +354,100 @@ func TestUsageCacheAfterReports(t *testing.T) {
 	ended := report(droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, "")
 	if u := cache.Base(node, ended); u == first || u.CPU != first.CPU/2 {
 		t.Fatalf("after an allocation completed the node holds cpu %d, want %d", u.CPU, first.CPU/2)
+	}
+}
+
+// TestUsageCacheFollowsNodeVersions rewrites a node's row in each way
+// that leaves what it offers alone, through the state store, and checks
+// that the cached usage is taken over, not counted again, and answers for
+// the new version: the plan applier admits placements by the usage's
+// node, so a usage of an older version would admit them onto a node that
+// has since gone down or been drained.
+func TestUsageCacheFollowsNodeVersions(t *testing.T) {
+	type rewrite func(c *cluster, nodeID string, allocID string) error
+	cases := []struct {
+		name    string
+		rewrite rewrite
+		// check is what the new version must show, which the old lacked.
+		check func(n *droverv1.Node) bool
+	}{
+		{"report", func(c *cluster, nodeID, allocID string) error {
+			_, _, err := c.store.UpdateAllocsFromClient(c.next(), &droverv1.AllocClientUpdateEntry{UpdatedAt: 9,
+				Nodes: []*droverv1.NodeAllocUpdates{{NodeId: nodeID, Allocs: []*droverv1.AllocClientUpdate{{AllocId: allocID,
+					ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, ClientDescription: "again"}}}}})
+			return err
+		}, func(n *droverv1.Node) bool { return n.GetLastAllocUpdateIndex() != 0 }},
+		{"status", func(c *cluster, nodeID, _ string) error {
+			_, err := c.store.UpdateNodeStatus(c.next(), &droverv1.NodeStatusEntry{NodeId: nodeID,
+				Status: droverv1.NodeStatus_NODE_STATUS_DOWN, UpdatedAt: 9})
+			return err
+		}, func(n *droverv1.Node) bool { return n.GetStatus() == droverv1.NodeStatus_NODE_STATUS_DOWN }},
+		{"eligibility", func(c *cluster, nodeID, _ string) error {
+			_, err := c.store.UpdateNodeEligibility(c.next(), &droverv1.NodeEligibilityEntry{NodeId: nodeID,
+				Eligibility: droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_INELIGIBLE, UpdatedAt: 9})
+			return err
+		}, func(n *droverv1.Node) bool {
+			return n.GetSchedulingEligibility() == droverv1.SchedulingEligibility_SCHEDULING_ELIGIBILITY_INELIGIBLE
+		}},
+		{"drain", func(c *cluster, nodeID, _ string) error {
+			_, err := c.store.UpdateNodeDrain(c.next(), &droverv1.NodeDrainEntry{NodeId: nodeID,
+				DrainStrategy: &droverv1.DrainStrategy{}, UpdatedAt: 9})
+			return err
+		}, func(n *droverv1.Node) bool { return n.GetDrainStrategy() != nil }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t)
+			node := c.addNodes(1, func(_ int, n *droverv1.Node) {
+				n.Reserved = &droverv1.NodeReservedResources{CpuMhz: 100}
+			})[0]
+			job, _ := c.register(testJob(2))
+			c.place(runningAlloc(job, node, nil), runningAlloc(job, node, nil))
+			cache := NewUsageCache()
+			before := c.snapshot()
+			old := before.NodeByID(node.GetId())
+			first := cache.Base(old, before.NodeAllocsShared(node.GetId()))
+			held := func() *heldAlloc {
+				cache.mu.RLock()
+				defer cache.mu.RUnlock()
+				return &cache.entries[node.GetId()].held[0]
+			}
+			counted := held()
+
+			if err := tc.rewrite(c, node.GetId(), before.NodeAllocsShared(node.GetId())[0].GetId()); err != nil {
+				t.Fatal(err)
+			}
+			after := c.snapshot()
+			n, row := after.NodeByID(node.GetId()), after.NodeAllocsShared(node.GetId())
+			if n == old || !tc.check(n) || tc.check(old) {
+				t.Fatalf("premise: the %s did not write a new node version", tc.name)
+			}
+			u := cache.Base(n, row)
+			if u.Node() != n {
+				t.Fatalf("after a %s the usage answers for the old node version", tc.name)
+			}
+			if _, _, fresh := fit.AllocsFit(n, row); u.CPU != fresh.CPU || u.CPU != first.CPU {
+				t.Fatalf("after a %s: cpu %d, fresh count %d, before %d", tc.name, u.CPU, fresh.CPU, first.CPU)
+			}
+			if held() != counted {
+				t.Fatalf("after a %s the usage was counted again", tc.name)
+			}
+			if again := cache.Base(n, row); again != u {
+				t.Fatal("the new version's usage was not kept for the next pass")
+			}
+			if back := cache.Base(old, before.NodeAllocsShared(node.GetId())); back.Node() != old || back.CPU != first.CPU {
+				t.Fatal("a pass on the older snapshot got the newer node version")
+			}
+			// A version that offers more (a re-registration) is counted
+			// against what it offers.
+			bigger := n.CloneVT()
+			bigger.Resources.CpuMhz *= 2
+			if u := cache.Base(bigger, row); u.Node() != bigger || held() == counted {
+				t.Fatal("a node version with other resources objects got the cached usage")
+			} else if cpu, _, _ := u.Capacity(); cpu != bigger.GetResources().GetCpuMhz()-100 {
+				t.Fatalf("a node offering cpu %d less 100 reserved got a usage offering %d", bigger.GetResources().GetCpuMhz(), cpu)
+			}
+		})
 	}
 }
 

@@ -126,7 +126,7 @@ func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64
 	}
 	// Record the report even if every allocation was unknown: the agent has
 	// told the servers what it holds since it last missed a heartbeat.
-	n := node.CloneVT()
+	n := nodeRevision(node)
 	n.LastAllocUpdateIndex = tx.index
 	return true, tx.insert(TableNodes, n)
 }

@@ -24,7 +24,7 @@ func (s *StateStore) UpdateNodeEligibility(index uint64, e *droverv1.NodeEligibi
 		default:
 			return invalidEntry("node %s: eligibility %s", e.GetNodeId(), e.GetEligibility())
 		}
-		n := old.CloneVT()
+		n := nodeRevision(old)
 		n.SchedulingEligibility = e.GetEligibility()
 		tx.recordNodeEvent(n, e.GetEvent())
 		if err := tx.insert(TableNodes, n); err != nil {
@@ -48,7 +48,7 @@ func (s *StateStore) UpdateNodeDrain(index uint64, e *droverv1.NodeDrainEntry) (
 			return fmt.Errorf("update drain of node %s: modify index is %d, expected %d: %w",
 				e.GetNodeId(), old.GetModifyIndex(), want, ErrConflict)
 		}
-		n := old.CloneVT()
+		n := nodeRevision(old)
 		n.DrainStrategy = e.GetDrainStrategy()
 		switch {
 		case n.DrainStrategy != nil:

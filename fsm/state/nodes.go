@@ -142,9 +142,21 @@ func (tx *txn) checkNodeStatus(e *droverv1.NodeStatusEntry) (*droverv1.Node, err
 	return old, nil
 }
 
+// nodeRevision returns a copy of a stored node to change and store again,
+// for a change that leaves what the node offers alone (its status,
+// eligibility, drain or last report). The copy shares the stored node's
+// resources and reservation objects, which tells the schedulers' usage
+// caches that what they counted against the old version holds for the
+// new one (fit.SameOffer). Those objects are never changed through it.
+func nodeRevision(old *droverv1.Node) *droverv1.Node {
+	n := old.CloneVT()
+	n.Resources, n.Reserved = old.Resources, old.Reserved
+	return n
+}
+
 // applyNodeStatus writes a checked status update of node old.
 func (tx *txn) applyNodeStatus(old *droverv1.Node, e *droverv1.NodeStatusEntry) error {
-	n := old.CloneVT()
+	n := nodeRevision(old)
 	n.Status = e.GetStatus()
 	n.StatusDescription = e.GetStatusDescription()
 	n.StatusUpdatedAt = e.GetUpdatedAt()

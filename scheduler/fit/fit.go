@@ -83,6 +83,10 @@ type Usage struct {
 	ports map[int32]string
 	// ips maps each address held on the node to its allocation.
 	ips map[string]string
+	// dynamicPorts is the size of the node's dynamic port range;
+	// portEntries counts the entries of ports in this layer and those
+	// below, at least the ports held (a port held twice counts twice).
+	dynamicPorts, portEntries int
 	// base is the frozen usage this one lies over, or nil.
 	base *Usage
 	// frozen marks a usage that may be shared: Add panics on it, since a
@@ -94,23 +98,47 @@ type Usage struct {
 // reserved ports.
 func NewUsage(node *droverv1.Node) *Usage {
 	res, rsv := node.GetResources(), node.GetReserved()
+	first, last := DynamicPortRange(node)
 	u := &Usage{
-		node:      node,
-		capCPU:    res.GetCpuMhz() - rsv.GetCpuMhz(),
-		capMemory: res.GetMemoryMb() - rsv.GetMemoryMb(),
-		capDisk:   res.GetDiskMb() - rsv.GetDiskMb(),
-		ports:     make(map[int32]string),
+		node:         node,
+		capCPU:       res.GetCpuMhz() - rsv.GetCpuMhz(),
+		capMemory:    res.GetMemoryMb() - rsv.GetMemoryMb(),
+		capDisk:      res.GetDiskMb() - rsv.GetDiskMb(),
+		ports:        make(map[int32]string),
+		dynamicPorts: int(last - first + 1),
 	}
 	for _, r := range rsv.GetPorts() {
 		for p := r.GetFirst(); p <= r.GetLast() && p > 0; p++ {
 			u.ports[p] = ""
 		}
 	}
+	u.portEntries = len(u.ports)
 	return u
 }
 
 // Node returns the node the usage is for.
 func (u *Usage) Node() *droverv1.Node { return u.node }
+
+// ForNode returns a frozen usage that holds what the frozen u holds, for
+// node: a later version of u's node that offers what it offered (the same
+// resources and reservation objects, see SameOffer). It costs a copy of
+// the sums; the layers and maps are shared, as no one writes them.
+func (u *Usage) ForNode(node *droverv1.Node) *Usage {
+	if !u.frozen {
+		panic("fit: ForNode of a usage that is not frozen")
+	}
+	c := *u
+	c.node = node
+	return &c
+}
+
+// SameOffer reports whether two versions of a node offer allocations the
+// same for certain: they share their resources and reservation objects.
+// The state shares them between the versions of a node whose row was
+// rewritten for anything else (status, eligibility, drain, a report).
+func SameOffer(a, b *droverv1.Node) bool {
+	return a.GetId() == b.GetId() && a.GetResources() == b.GetResources() && a.GetReserved() == b.GetReserved()
+}
 
 // Capacity returns what the node offers allocations in total.
 func (u *Usage) Capacity() (cpu, memory, disk int64) { return u.capCPU, u.capMemory, u.capDisk }
@@ -134,8 +162,20 @@ func (u *Usage) Overlay() *Usage {
 		node:   u.node,
 		capCPU: u.capCPU, capMemory: u.capMemory, capDisk: u.capDisk,
 		CPU: u.CPU, Memory: u.Memory, Disk: u.Disk,
+		dynamicPorts: u.dynamicPorts, portEntries: u.portEntries,
 		base: u,
 	}
+}
+
+// PortsSurelyFree reports whether n ports can surely be drawn from the
+// node's dynamic range (FreeDynamicPort) on top of what is held: fewer
+// ports are held or reserved, counting every layer's, than the range has
+// beyond n. It costs no draw and no lookup; false says only that a draw
+// must tell.
+func (u *Usage) PortsSurelyFree(n int) bool {
+	// The count is kept rather than summed over the layers: this runs on
+	// every candidate ranked, and the layers below are cold in the cache.
+	return n == 0 || u.portEntries+n <= u.dynamicPorts
 }
 
 // PortUsed reports whether a port is held by an allocation or reserved.
@@ -196,6 +236,7 @@ func (u *Usage) Add(a *droverv1.Allocation) string {
 			u.ports = make(map[int32]string) // an overlay's, on first use
 		}
 		u.ports[p.GetValue()] = a.GetId()
+		u.portEntries++
 	}
 	if ip := r.GetIp(); ip != "" {
 		if holder, taken := u.ipHolder(ip); taken && failed == "" {

@@ -2,7 +2,7 @@ package fit
 
 import (
 	"fmt"
-
+	"slices"
 	"testing"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -163,3 +163,54 @@ func fmtSums(cpu, mem, disk int64) string {
 }
 
 func fmtPort(p int32) string { return fmt.Sprintf("port %d", p) }
+
+// TestPortsSurelyFree checks the bound that lets the scheduler skip a
+// draw: on a node whose dynamic range is 30000-30003 and which reserves
+// port 22, it must never promise ports a draw would not find.
+func TestPortsSurelyFree(t *testing.T) {
+	node := layerNode()
+	node.Resources.MinDynamicPort, node.Resources.MaxDynamicPort = 30000, 30003
+	cases := []struct {
+		name string
+		// stored are the base's allocations' ports, added the ports of
+		// the overlay on top.
+		stored, added []int32
+		n             int
+		want          bool
+	}{
+		{"no port asked", []int32{30000, 30001, 30002, 30003}, nil, 0, true},
+		{"empty node", nil, nil, 3, true},                                      // 1 reserved + 3 <= 4
+		{"empty node, the whole range", nil, nil, 4, false},                    // the reservation might be in range
+		{"base and overlay fill it", []int32{30000}, []int32{30001}, 2, false}, // 3 held + 2 > 4
+		{"one left, one asked", []int32{30000}, []int32{30001}, 1, true},
+		{"full", []int32{30000, 30001}, []int32{30002, 30003}, 1, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			base := NewUsage(node)
+			for i, p := range tc.stored {
+				base.Add(alloc(fmt.Sprintf("s%d", i), running, 1, "", p))
+			}
+			u := base.Freeze().Overlay()
+			for i, p := range tc.added {
+				u.Add(alloc(fmt.Sprintf("a%d", i), running, 1, "", p))
+			}
+			if got := u.PortsSurelyFree(tc.n); got != tc.want {
+				t.Fatalf("PortsSurelyFree(%d) = %t, want %t", tc.n, got, tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			// What it promises, draws find.
+			var drawn []int32
+			for range tc.n {
+				p, ok := FreeDynamicPort(node, func(p int32) bool { return u.PortUsed(p) || slices.Contains(drawn, p) },
+					func(n int32) int32 { return n - 1 })
+				if !ok {
+					t.Fatalf("promised %d ports, found %d", tc.n, len(drawn))
+				}
+				drawn = append(drawn, p)
+			}
+		})
+	}
+}
