@@ -174,33 +174,28 @@ func benchmarkPlaceLoaded(b *testing.B, cache *UsageCache) {
 // cache: run it 5x.
 //
 //	go test -run '^$' -bench PlaceAfterPlan -benchtime 5x -count 5 ./scheduler/
-func BenchmarkPlaceAfterPlan(b *testing.B) {
-	const nodes, perNode, allocs = 5000, 100, 1000
-	c, job, ev := loadedCluster(b, nodes, perNode, allocs)
-	cfg := Config{AllocCIDR: netip.MustParsePrefix("10.0.0.0/8"), UsageCache: NewUsageCache()}
-	pass := func() []*droverv1.Allocation {
-		ec := newEvalContext(c.snapshot(), cfg, ev, job)
-		st := newStack(ec, job)
-		placed := placeAll(ec, st, job, allocs)
-		if len(placed) != allocs {
-			b.Fatalf("placed %d of %d: %v", len(placed), allocs, st.failure(job.GetTaskGroups()[0]))
-		}
-		return placed
-	}
-	placed := pass() // warms the cache
-	for b.Loop() {
-		b.StopTimer()
-		c.place(placed...)
-		b.StartTimer()
-		placed = pass()
-	}
-}
+func BenchmarkPlaceAfterPlan(b *testing.B) { benchPlaceAfter(b, nil) }
 
 // BenchmarkPlaceAfterReports is BenchmarkPlaceAfterPlan with the agents'
 // reports in between: each node that took a placement reports it running,
 // which rewrites the node's row (its last report's index) as well as the
 // allocations', as in a cluster whose agents are alive.
 func BenchmarkPlaceAfterReports(b *testing.B) {
+	benchPlaceAfter(b, func(c *cluster, placed []*droverv1.Allocation) {
+		byNode := make(map[string][]string)
+		for _, a := range placed {
+			byNode[a.GetNodeId()] = append(byNode[a.GetNodeId()], a.GetId())
+		}
+		for nodeID, ids := range byNode {
+			c.report(nodeID, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, ids...)
+		}
+	})
+}
+
+// benchPlaceAfter times passes of 1,000 placements, each after the plan of
+// the pass before it was committed and then, if between is not nil,
+// between was called with its placements (untimed).
+func benchPlaceAfter(b *testing.B, between func(c *cluster, placed []*droverv1.Allocation)) {
 	const nodes, perNode, allocs = 5000, 100, 1000
 	c, job, ev := loadedCluster(b, nodes, perNode, allocs)
 	cfg := Config{AllocCIDR: netip.MustParsePrefix("10.0.0.0/8"), UsageCache: NewUsageCache()}
@@ -217,12 +212,8 @@ func BenchmarkPlaceAfterReports(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		c.place(placed...)
-		byNode := make(map[string][]string)
-		for _, a := range placed {
-			byNode[a.GetNodeId()] = append(byNode[a.GetNodeId()], a.GetId())
-		}
-		for nodeID, ids := range byNode {
-			c.report(nodeID, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, ids...)
+		if between != nil {
+			between(c, placed)
 		}
 		b.StartTimer()
 		placed = pass()

@@ -424,13 +424,13 @@ func TestUsageCacheFollowsNodeVersions(t *testing.T) {
 			}
 			u := cache.Base(n, row)
 			if u.Node() != n {
-				t.Fatalf("after a %s the usage answers for the old node version", tc.name)
+				t.Fatalf("after the %s the usage answers for the old node version", tc.name)
 			}
 			if _, _, fresh := fit.AllocsFit(n, row); u.CPU != fresh.CPU || u.CPU != first.CPU {
-				t.Fatalf("after a %s: cpu %d, fresh count %d, before %d", tc.name, u.CPU, fresh.CPU, first.CPU)
+				t.Fatalf("after the %s: cpu %d, fresh count %d, before %d", tc.name, u.CPU, fresh.CPU, first.CPU)
 			}
 			if held() != counted {
-				t.Fatalf("after a %s the usage was counted again", tc.name)
+				t.Fatalf("after the %s the usage was counted again", tc.name)
 			}
 			if again := cache.Base(n, row); again != u {
 				t.Fatal("the new version's usage was not kept for the next pass")

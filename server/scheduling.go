@@ -207,6 +207,20 @@ func followUpEval(ev *droverv1.Evaluation, trigger droverv1.EvalTrigger, at time
 func (sc *scheduling) reapCancelable(ctx context.Context) {
 	ticker := time.NewTicker(cancelableSweepInterval)
 	defer ticker.Stop()
+	sweep := &cancelSweep{
+		take: func() []*droverv1.Evaluation {
+			batch := cancelAll(sc.broker.Cancelable(cancelableBatchSize), "canceled after more recent eval was processed")
+			for _, dup := range sc.blocked.TakeDuplicates() {
+				batch = append(batch, cancelAll([]*droverv1.Evaluation{dup},
+					fmt.Sprintf("existing blocked evaluation exists for job %q", dup.GetJobId()))...)
+			}
+			return batch
+		},
+		write: func(ctx context.Context, batch []*droverv1.Evaluation) error {
+			_, _, err := sc.s.Apply(ctx, droverv1.MessageTypeEvalUpdate, &droverv1.EvalUpdateEntry{Evals: batch})
+			return err
+		},
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -214,21 +228,43 @@ func (sc *scheduling) reapCancelable(ctx context.Context) {
 		case <-ticker.C:
 		case <-sc.ackWake:
 		}
-		for ctx.Err() == nil {
-			batch := cancelAll(sc.broker.Cancelable(cancelableBatchSize), "canceled after more recent eval was processed")
-			for _, dup := range sc.blocked.TakeDuplicates() {
-				batch = append(batch, cancelAll([]*droverv1.Evaluation{dup},
-					fmt.Sprintf("existing blocked evaluation exists for job %q", dup.GetJobId()))...)
-			}
-			if len(batch) == 0 {
-				break
-			}
-			if _, _, err := sc.s.Apply(ctx, droverv1.MessageTypeEvalUpdate, &droverv1.EvalUpdateEntry{Evals: batch}); err != nil {
-				sc.s.logger.Warn("cancel redundant evaluations", "count", len(batch), "err", err)
-				break
-			}
+		if err := sweep.run(ctx); err != nil && ctx.Err() == nil {
+			sc.s.logger.Warn("cancel redundant evaluations; retrying at the next sweep", "count", len(sweep.unwritten), "err", err)
 		}
 	}
+}
+
+// cancelSweep takes the cancellations the broker and the blocked set hand
+// over and writes them. Neither hands an evaluation over twice, so a batch
+// whose write failed (a full disk, a lost quorum) is kept and written
+// before anything new at the next sweep: dropped, its evaluations would
+// stay pending in the state, owed to no one, until the next leader.
+type cancelSweep struct {
+	// take returns the next batch of cancellations, or none.
+	take func() []*droverv1.Evaluation
+	// write writes a batch in one raft entry.
+	write func(ctx context.Context, batch []*droverv1.Evaluation) error
+	// unwritten is the batch whose write failed, if any.
+	unwritten []*droverv1.Evaluation
+}
+
+// run writes batches until none is left or a write fails.
+func (c *cancelSweep) run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		batch := c.unwritten
+		if len(batch) == 0 {
+			batch = c.take()
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := c.write(ctx, batch); err != nil {
+			c.unwritten = batch
+			return err
+		}
+		c.unwritten = nil
+	}
+	return ctx.Err()
 }
 
 func cancelAll(evals []*droverv1.Evaluation, why string) []*droverv1.Evaluation {
