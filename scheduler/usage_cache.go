@@ -33,10 +33,9 @@ const maxBaseLayers = 4
 // own and publishes it in place of the entry. A node version that shares
 // the entry's resources and reservation objects (fit.SameOffer: the row
 // was rewritten for the node's status or its last report) takes the entry
-// over. A row that differs only in
-// allocation versions that hold the same resources (an agent's report of
-// a running allocation, which keeps the allocation's resources object)
-// takes the entry over without a build. A row that only adds allocations
+// over. A row that differs only in allocation versions that hold the same
+// resources (an agent's report of a running allocation, which keeps the
+// allocation's resources object) takes the entry over without a build. A row that only adds allocations
 // to the entry's (a placement committed since) is counted as an overlay of
 // the entry's usage with the new allocations on top, up to maxBaseLayers
 // deep, then afresh. A usage is never returned for a row that would count
