@@ -150,13 +150,13 @@ func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.
 	e, ok := c.entries[node.GetId()]
 	c.mu.RUnlock()
 	if ok && fit.SameOffer(e.base.Node(), node) {
-		moved := e.base.Node() != node
-		if moved {
+		if e.base.Node() != node {
 			// The node's row was rewritten for its status or a report:
 			// what its allocations hold against it is unchanged.
 			e.base = e.base.ForNode(node)
+			c.publish(node.GetId(), e)
 		}
-		if u := c.lookup(node.GetId(), e, row, moved); u != nil {
+		if u := c.lookup(node.GetId(), e, row); u != nil {
 			return u
 		}
 		if u := c.extend(node.GetId(), e, row); u != nil {
@@ -170,19 +170,14 @@ func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.
 }
 
 // lookup returns the usage of the node's entry e if it was built from
-// this row, or from a row that holds the same; else nil. moved says e
-// differs from the stored entry (it was moved to a newer node version),
-// so that a hit publishes it.
-func (c *UsageCache) lookup(nodeID string, e usageEntry, row []*droverv1.Allocation, moved bool) *fit.Usage {
+// this row, or from a row that holds the same; else nil.
+func (c *UsageCache) lookup(nodeID string, e usageEntry, row []*droverv1.Allocation) *fit.Usage {
 	if len(e.held) != len(row) {
 		return nil
 	}
 	// An entry whose row was reclaimed has a nil Value, which no live row
 	// (the caller holds its own) can match.
 	if len(row) == 0 || e.row.Value() == &row[0] {
-		if moved {
-			c.publish(nodeID, e)
-		}
 		return e.base
 	}
 	if !holdsAsBefore(e.held, row) {

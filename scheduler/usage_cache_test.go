@@ -407,11 +407,7 @@ func TestUsageCacheFollowsNodeVersions(t *testing.T) {
 			before := c.snapshot()
 			old := before.NodeByID(node.GetId())
 			first := cache.Base(old, before.NodeAllocsShared(node.GetId()))
-			held := func() *heldAlloc {
-				cache.mu.RLock()
-				defer cache.mu.RUnlock()
-				return &cache.entries[node.GetId()].held[0]
-			}
+			held := func() *heldAlloc { return &entryOf(cache, node.GetId()).held[0] }
 			counted := held()
 
 			if err := tc.rewrite(c, node.GetId(), before.NodeAllocsShared(node.GetId())[0].GetId()); err != nil {
@@ -498,6 +494,13 @@ func TestAddedTo(t *testing.T) {
 	}
 }
 
+// entryOf returns the cache's entry of a node.
+func entryOf(c *UsageCache, nodeID string) usageEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.entries[nodeID]
+}
+
 // TestUsageCacheExtends places allocations on a node one at a time: each
 // newer row's usage is laid over the one before, counting what a build
 // from scratch counts, until maxBaseLayers, when the row is counted afresh.
@@ -520,10 +523,7 @@ func TestUsageCacheExtends(t *testing.T) {
 		if i == maxBaseLayers {
 			want = 0 // too deep: counted afresh
 		}
-		cache.mu.RLock()
-		layers := cache.entries[node.GetId()].layers
-		cache.mu.RUnlock()
-		if layers != want {
+		if layers := entryOf(cache, node.GetId()).layers; layers != want {
 			t.Fatalf("after %d placements the usage lies on %d overlays, want %d", i+1, layers, want)
 		}
 	}
@@ -538,11 +538,6 @@ func TestUsageCacheLayersSurviveReports(t *testing.T) {
 	job, _ := c.register(testJob(maxBaseLayers + 2))
 	cache := NewUsageCache()
 	cache.Base(node, c.snapshot().NodeAllocsShared(node.GetId()))
-	layers := func() int {
-		cache.mu.RLock()
-		defer cache.mu.RUnlock()
-		return cache.entries[node.GetId()].layers
-	}
 	for i := range maxBaseLayers + 1 {
 		a := runningAlloc(job, node, nil)
 		a.ClientStatus = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
@@ -562,7 +557,7 @@ func TestUsageCacheLayersSurviveReports(t *testing.T) {
 		if i == maxBaseLayers {
 			want = 0
 		}
-		if got := layers(); got != want {
+		if got := entryOf(cache, node.GetId()).layers; got != want {
 			t.Fatalf("after %d placements and their reports the usage lies on %d overlays, want %d", i+1, got, want)
 		}
 	}
