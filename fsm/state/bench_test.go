@@ -133,7 +133,9 @@ func benchmarkPlanResult1000(b *testing.B, rollout bool) {
 // BenchmarkClientUpdates applies agents' reports as the FSM does with
 // group-committed UpdateAlloc entries: a store of 100,000 allocations of 100
 // jobs on 5,000 nodes, and entries each carrying the reports of nodes
-// nodes (20 allocations each, going running). The figure to read is the
+// nodes (20 allocations each, going running), or, as in c1m, where a
+// node's allocations come from different plans and start one at a time,
+// of 200 nodes reporting one allocation each. The figure to read is the
 // time and the bytes allocated per allocation reported.
 //
 //	go test -run '^$' -bench ClientUpdates -benchtime 200x -count 5 ./fsm/state/
@@ -142,6 +144,12 @@ func BenchmarkClientUpdates(b *testing.B) {
 	for _, perEntry := range []int{10, 100} {
 		b.Run(fmt.Sprintf("nodes-per-entry=%d", perEntry), func(b *testing.B) { rb.report(b, perEntry) })
 	}
+	// As agents report while their allocations start one by one: each
+	// node reports one allocation, and an entry holds the reports of 200
+	// nodes, most of them of the same job.
+	started := placeForReports(b, 5000, 100, 100_000, func(i int) int { return i / 1000 }, false)
+	started.onePerNode = true
+	b.Run("nodes-per-entry=200/one-alloc-each", func(b *testing.B) { started.report(b, 200) })
 }
 
 // BenchmarkClientUpdatesAtScale applies agents' reports to a store of a
@@ -183,6 +191,9 @@ type reportBench struct {
 	// health makes every report carry health, healthy on even passes over
 	// the nodes and unhealthy on odd ones.
 	health bool
+	// onePerNode makes each node report one of its allocations at a
+	// time, the next one at each pass over the nodes.
+	onePerNode bool
 }
 
 // placeForReports places allocs allocations, allocation i of job jobOf(i)
@@ -226,7 +237,12 @@ func (rb *reportBench) report(b *testing.B, perEntry int) {
 		for range perEntry {
 			n := rb.next % len(rb.nodes)
 			group := &droverv1.NodeAllocUpdates{NodeId: rb.nodes[n].GetId()}
-			for _, id := range rb.byNode[n] {
+			ids := rb.byNode[n]
+			if rb.onePerNode {
+				k := rb.next / len(rb.nodes) % len(ids)
+				ids = ids[k : k+1]
+			}
+			for _, id := range ids {
 				u := &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING}
 				if rb.health {
 					u.Healthy = proto.Bool(rb.next/len(rb.nodes)%2 == 0)

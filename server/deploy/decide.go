@@ -50,9 +50,15 @@ type Failure struct {
 // Watcher remembers what it saw of each running deployment, so that only
 // a change calls for an evaluation. A new leader starts with an empty one:
 // its first look writes one evaluation per running deployment, which
-// picks up whatever happened while no leader watched.
+// picks up whatever happened while no leader watched. A deployment that
+// appears after the first look was written by a plan this leader applied;
+// it calls for an evaluation only once its health has moved, since the
+// evaluation that planned it already placed what could be placed (in
+// c1m, that first look's evaluation was a pass that changed nothing for
+// each of the 100 jobs).
 type Watcher struct {
-	seen map[string]progress
+	seen   map[string]progress
+	looked bool
 }
 
 // progress is what the watcher compares between looks.
@@ -78,7 +84,9 @@ func (w *Watcher) Decide(st State, now int64) Decision {
 		switch prev, ok := w.seen[d.GetId()]; {
 		case autoPromotable(st, d):
 			dec.Promote = append(dec.Promote, d)
-		case !ok || prev != p:
+		case !ok && !w.looked, prev != p:
+			// Unseen after the first look, prev is the zero progress a
+			// deployment starts with.
 			dec.Progress = append(dec.Progress, d)
 		}
 		w.seen[d.GetId()] = p
@@ -88,6 +96,7 @@ func (w *Watcher) Decide(st State, now int64) Decision {
 			delete(w.seen, id)
 		}
 	}
+	w.looked = true
 	return dec
 }
 

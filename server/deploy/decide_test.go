@@ -46,9 +46,10 @@ func TestWatcherDecide(t *testing.T) {
 		fail     map[string]string
 		progress []string
 	}{
-		{"first look: every running deployment gets an evaluation", []*droverv1.Deployment{
-			deployment("a", running, 1, 0, 2000), deployment("p", droverv1.DeploymentStatus_DEPLOYMENT_STATUS_PAUSED, 0, 0, 10)},
-			map[string]string{}, []string{"a"}},
+		{"first look: every running deployment gets an evaluation, even one with nothing reported", []*droverv1.Deployment{
+			deployment("a", running, 1, 0, 2000), deployment("p", droverv1.DeploymentStatus_DEPLOYMENT_STATUS_PAUSED, 0, 0, 10),
+			deployment("z", running, 0, 0, 2000)},
+			map[string]string{}, []string{"a", "z"}},
 		{"nothing changed", []*droverv1.Deployment{deployment("a", running, 1, 0, 2000)}, map[string]string{}, nil},
 		{"a healthy allocation", []*droverv1.Deployment{deployment("a", running, 2, 0, 2000)}, map[string]string{}, []string{"a"}},
 		{"an unhealthy allocation", []*droverv1.Deployment{deployment("a", running, 2, 1, 2000)}, map[string]string{"a": FailedUnhealthy}, nil},
@@ -59,6 +60,8 @@ func TestWatcherDecide(t *testing.T) {
 		}()}, map[string]string{}, []string{"e"}},
 		{"the progress deadline passed", []*droverv1.Deployment{deployment("b", running, 3, 0, now-1)}, map[string]string{"b": FailedDeadline}, nil},
 		{"past the deadline but done", []*droverv1.Deployment{deployment("c", running, 4, 0, now-1)}, map[string]string{}, []string{"c"}},
+		{"a new deployment, nothing reported yet: its plan placed what it could", []*droverv1.Deployment{deployment("n", running, 0, 0, 2000)}, map[string]string{}, nil},
+		{"the new deployment's first healthy allocation", []*droverv1.Deployment{deployment("n", running, 1, 0, 2000)}, map[string]string{}, []string{"n"}},
 	}
 	for _, st := range steps {
 		fail, progress := look(st.ds...)
