@@ -124,9 +124,10 @@ var accessRules = map[string]rule{
 	// The stream's events are filtered as they are sent (filteredStream).
 	droverv1.EventService_Stream_FullMethodName: read(acl.ResourceEvent),
 
-	droverv1.ClusterService_Info_FullMethodName:      anyone(),
-	droverv1.ClusterService_Join_FullMethodName:      serverCall(),
-	droverv1.ClusterService_ReadIndex_FullMethodName: serverCall(),
+	droverv1.ClusterService_Info_FullMethodName:                anyone(),
+	droverv1.ClusterService_Join_FullMethodName:                serverCall(),
+	droverv1.ClusterService_ReadIndex_FullMethodName:           serverCall(),
+	droverv1.ClusterService_ForwardAllocReports_FullMethodName: serverCall(),
 
 	droverv1.OperatorService_RaftListPeers_FullMethodName:          read(acl.ResourceOperator),
 	droverv1.OperatorService_RaftRemovePeer_FullMethodName:         write(acl.ResourceOperator),

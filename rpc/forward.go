@@ -44,6 +44,7 @@ var leaderMethods = map[string]bool{
 	droverv1.DeploymentService_Fail_FullMethodName:                 true,
 	droverv1.ClusterService_Join_FullMethodName:                    true,
 	droverv1.ClusterService_ReadIndex_FullMethodName:               true,
+	droverv1.ClusterService_ForwardAllocReports_FullMethodName:     true,
 	droverv1.OperatorService_RaftListPeers_FullMethodName:          true,
 	droverv1.OperatorService_RaftRemovePeer_FullMethodName:         true,
 	droverv1.OperatorService_RaftTransferLeadership_FullMethodName: true,
@@ -105,6 +106,10 @@ type forwarder struct {
 	// reads counts consistent reads by where they were answered.
 	reads *consistentReads
 
+	// reports carries agents' allocation reports to the leader in
+	// batches.
+	reports *reportBatcher
+
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	closed bool
@@ -117,8 +122,10 @@ func newForwarder(c Cluster, lastContact func() time.Duration, logger *slog.Logg
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
-	return &forwarder{cluster: c, lastContact: lastContact, logger: logger, hold: hold, creds: creds, stopping: stopping,
+	f := &forwarder{cluster: c, lastContact: lastContact, logger: logger, hold: hold, creds: creds, stopping: stopping,
 		reads: newConsistentReads(), conns: make(map[string]*grpc.ClientConn)}
+	f.reports = newReportBatcher(f)
+	return f
 }
 
 // route decides where a call is answered. leader: only by the leader.
@@ -194,7 +201,7 @@ func (f *forwarder) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 					return resp, err
 				}
 			}
-			resp, err := f.forwardWhileLeader(ctx, changed, leader, info.FullMethod, req, hops+1)
+			resp, err := f.forwardCall(ctx, changed, leader, info.FullMethod, req, hops+1)
 			if errors.Is(err, errLeaderChanged) {
 				// Abandoned: the call follows the new leader, with a
 				// new hold to find it.
@@ -415,6 +422,12 @@ func forwardedDeadline(ctx context.Context) (context.Context, context.CancelFunc
 	if err != nil {
 		return ctx, func() {}, nil
 	}
+	return withCallerDeadline(ctx, ns)
+}
+
+// withCallerDeadline bounds ctx by a forwarded caller's deadline, in unix
+// nanoseconds, or refuses the call if that deadline has passed.
+func withCallerDeadline(ctx context.Context, ns int64) (context.Context, context.CancelFunc, error) {
 	deadline := time.Unix(0, ns)
 	if late := time.Since(deadline); late > 0 {
 		return ctx, func() {}, status.Errorf(codes.DeadlineExceeded, "forwarded call arrived %s after its caller's deadline; not run", late)

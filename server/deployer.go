@@ -46,6 +46,11 @@ func (d *deployer) duty() LeaderDuty {
 // run looks at the deployments whenever their table changes, at most every
 // deployBatchWindow and at least every deployWatchInterval.
 func (d *deployer) run(ctx context.Context) {
+	// A new term, or the same leader's duties started again after a
+	// restored backup replaced the state: what the watcher saw before
+	// says nothing of the deployments now, so its first look writes an
+	// evaluation for each running one.
+	d.watcher = deploy.NewWatcher()
 	var seen uint64
 	pause := time.NewTimer(0)
 	defer pause.Stop()

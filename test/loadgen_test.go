@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,28 @@ func TestLoadDriverReportsMatchState(t *testing.T) {
 	if rep.UpdateAlloc.Count == 0 || rep.GetAllocs.Count == 0 {
 		t.Errorf("latencies: UpdateAlloc %+v, GetAllocs %+v; want observations", rep.UpdateAlloc, rep.GetAllocs)
 	}
+	// The agents of the followers reported through them: in batches.
+	batches := 0.0
+	for _, s := range c.Servers() {
+		batches += handledOK(scrape(ctx, t, s.Info().HTTPAddr), "ForwardAllocReports")
+	}
+	if batches == 0 {
+		t.Errorf("no ForwardAllocReports call answered: the followers did not pass their agents' reports on in batches")
+	}
+}
+
+// handledOK is a scrape's count of calls of method answered OK.
+func handledOK(scrape, method string) float64 {
+	total := 0.0
+	for _, line := range strings.Split(scrape, "\n") {
+		if !strings.HasPrefix(line, "grpc_server_handled_total{") || !strings.Contains(line, `grpc_method="`+method+`"`) || !strings.Contains(line, `grpc_code="OK"`) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			total += v
+		}
+	}
+	return total
 }
 
 // checkCostFigures checks the report's server-cost figures against its own

@@ -9,6 +9,7 @@ package droverv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
@@ -408,11 +409,228 @@ func (x *ReadIndexResponse) GetLeaderId() string {
 	return ""
 }
 
+type ForwardAllocReportsRequest struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Reports       []*ForwardedAllocReport `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardAllocReportsRequest) Reset() {
+	*x = ForwardAllocReportsRequest{}
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardAllocReportsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardAllocReportsRequest) ProtoMessage() {}
+
+func (x *ForwardAllocReportsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardAllocReportsRequest.ProtoReflect.Descriptor instead.
+func (*ForwardAllocReportsRequest) Descriptor() ([]byte, []int) {
+	return file_drover_v1_cluster_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ForwardAllocReportsRequest) GetReports() []*ForwardedAllocReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+// ForwardedAllocReport is one agent's UpdateAlloc call.
+type ForwardedAllocReport struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Request *UpdateAllocRequest    `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// Unix nanoseconds at which the agent stops waiting; 0 for never. A call
+	// that reaches the leader later is answered DEADLINE_EXCEEDED without
+	// running, so that it cannot land after the agent's retry.
+	Deadline      int64 `protobuf:"varint,2,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardedAllocReport) Reset() {
+	*x = ForwardedAllocReport{}
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardedAllocReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardedAllocReport) ProtoMessage() {}
+
+func (x *ForwardedAllocReport) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardedAllocReport.ProtoReflect.Descriptor instead.
+func (*ForwardedAllocReport) Descriptor() ([]byte, []int) {
+	return file_drover_v1_cluster_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ForwardedAllocReport) GetRequest() *UpdateAllocRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ForwardedAllocReport) GetDeadline() int64 {
+	if x != nil {
+		return x.Deadline
+	}
+	return 0
+}
+
+type ForwardAllocReportsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per report, in the order of the request.
+	Outcomes      []*AllocReportOutcome `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardAllocReportsResponse) Reset() {
+	*x = ForwardAllocReportsResponse{}
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardAllocReportsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardAllocReportsResponse) ProtoMessage() {}
+
+func (x *ForwardAllocReportsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardAllocReportsResponse.ProtoReflect.Descriptor instead.
+func (*ForwardAllocReportsResponse) Descriptor() ([]byte, []int) {
+	return file_drover_v1_cluster_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ForwardAllocReportsResponse) GetOutcomes() []*AllocReportOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+// AllocReportOutcome is UpdateAlloc's answer to one call: its response, or
+// the gRPC status it failed with.
+type AllocReportOutcome struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Response *UpdateAllocResponse   `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// A gRPC status code; 0 (OK) when response is set.
+	Code    int32  `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The status's details, such as a retry delay.
+	Details       []*anypb.Any `protobuf:"bytes,4,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocReportOutcome) Reset() {
+	*x = AllocReportOutcome{}
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocReportOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocReportOutcome) ProtoMessage() {}
+
+func (x *AllocReportOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_cluster_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocReportOutcome.ProtoReflect.Descriptor instead.
+func (*AllocReportOutcome) Descriptor() ([]byte, []int) {
+	return file_drover_v1_cluster_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AllocReportOutcome) GetResponse() *UpdateAllocResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *AllocReportOutcome) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *AllocReportOutcome) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AllocReportOutcome) GetDetails() []*anypb.Any {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
 var File_drover_v1_cluster_service_proto protoreflect.FileDescriptor
 
 const file_drover_v1_cluster_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1fdrover/v1/cluster_service.proto\x12\tdrover.v1\x1a\x16drover/v1/server.proto\x1a\x1egoogle/protobuf/duration.proto\"\x13\n" +
+	"\x1fdrover/v1/cluster_service.proto\x12\tdrover.v1\x1a\x1cdrover/v1/node_service.proto\x1a\x16drover/v1/server.proto\x1a\x19google/protobuf/any.proto\x1a\x1egoogle/protobuf/duration.proto\"\x13\n" +
 	"\x11ServerInfoRequest\"\xa1\x04\n" +
 	"\x12ServerInfoResponse\x12/\n" +
 	"\x06server\x18\x01 \x01(\v2\x17.drover.v1.ServerMemberR\x06server\x12\x1b\n" +
@@ -440,11 +658,24 @@ const file_drover_v1_cluster_service_proto_rawDesc = "" +
 	"\x10ReadIndexRequest\"F\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x1b\n" +
-	"\tleader_id\x18\x02 \x01(\tR\bleaderId2\xd6\x01\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId\"W\n" +
+	"\x1aForwardAllocReportsRequest\x129\n" +
+	"\areports\x18\x01 \x03(\v2\x1f.drover.v1.ForwardedAllocReportR\areports\"k\n" +
+	"\x14ForwardedAllocReport\x127\n" +
+	"\arequest\x18\x01 \x01(\v2\x1d.drover.v1.UpdateAllocRequestR\arequest\x12\x1a\n" +
+	"\bdeadline\x18\x02 \x01(\x03R\bdeadline\"X\n" +
+	"\x1bForwardAllocReportsResponse\x129\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x1d.drover.v1.AllocReportOutcomeR\boutcomes\"\xae\x01\n" +
+	"\x12AllocReportOutcome\x12:\n" +
+	"\bresponse\x18\x01 \x01(\v2\x1e.drover.v1.UpdateAllocResponseR\bresponse\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x04 \x03(\v2\x14.google.protobuf.AnyR\adetails2\xbc\x02\n" +
 	"\x0eClusterService\x12C\n" +
 	"\x04Info\x12\x1c.drover.v1.ServerInfoRequest\x1a\x1d.drover.v1.ServerInfoResponse\x127\n" +
 	"\x04Join\x12\x16.drover.v1.JoinRequest\x1a\x17.drover.v1.JoinResponse\x12F\n" +
-	"\tReadIndex\x12\x1b.drover.v1.ReadIndexRequest\x1a\x1c.drover.v1.ReadIndexResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\tReadIndex\x12\x1b.drover.v1.ReadIndexRequest\x1a\x1c.drover.v1.ReadIndexResponse\x12d\n" +
+	"\x13ForwardAllocReports\x12%.drover.v1.ForwardAllocReportsRequest\x1a&.drover.v1.ForwardAllocReportsResponseB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_cluster_service_proto_rawDescOnce sync.Once
@@ -458,35 +689,49 @@ func file_drover_v1_cluster_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_cluster_service_proto_rawDescData
 }
 
-var file_drover_v1_cluster_service_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_drover_v1_cluster_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_drover_v1_cluster_service_proto_goTypes = []any{
-	(*ServerInfoRequest)(nil),   // 0: drover.v1.ServerInfoRequest
-	(*ServerInfoResponse)(nil),  // 1: drover.v1.ServerInfoResponse
-	(*JoinRequest)(nil),         // 2: drover.v1.JoinRequest
-	(*JoinResponse)(nil),        // 3: drover.v1.JoinResponse
-	(*ReadIndexRequest)(nil),    // 4: drover.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),   // 5: drover.v1.ReadIndexResponse
-	(*ServerMember)(nil),        // 6: drover.v1.ServerMember
-	(RaftState)(0),              // 7: drover.v1.RaftState
-	(*durationpb.Duration)(nil), // 8: google.protobuf.Duration
+	(*ServerInfoRequest)(nil),           // 0: drover.v1.ServerInfoRequest
+	(*ServerInfoResponse)(nil),          // 1: drover.v1.ServerInfoResponse
+	(*JoinRequest)(nil),                 // 2: drover.v1.JoinRequest
+	(*JoinResponse)(nil),                // 3: drover.v1.JoinResponse
+	(*ReadIndexRequest)(nil),            // 4: drover.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),           // 5: drover.v1.ReadIndexResponse
+	(*ForwardAllocReportsRequest)(nil),  // 6: drover.v1.ForwardAllocReportsRequest
+	(*ForwardedAllocReport)(nil),        // 7: drover.v1.ForwardedAllocReport
+	(*ForwardAllocReportsResponse)(nil), // 8: drover.v1.ForwardAllocReportsResponse
+	(*AllocReportOutcome)(nil),          // 9: drover.v1.AllocReportOutcome
+	(*ServerMember)(nil),                // 10: drover.v1.ServerMember
+	(RaftState)(0),                      // 11: drover.v1.RaftState
+	(*durationpb.Duration)(nil),         // 12: google.protobuf.Duration
+	(*UpdateAllocRequest)(nil),          // 13: drover.v1.UpdateAllocRequest
+	(*UpdateAllocResponse)(nil),         // 14: drover.v1.UpdateAllocResponse
+	(*anypb.Any)(nil),                   // 15: google.protobuf.Any
 }
 var file_drover_v1_cluster_service_proto_depIdxs = []int32{
-	6, // 0: drover.v1.ServerInfoResponse.server:type_name -> drover.v1.ServerMember
-	7, // 1: drover.v1.ServerInfoResponse.raft_state:type_name -> drover.v1.RaftState
-	6, // 2: drover.v1.ServerInfoResponse.forming:type_name -> drover.v1.ServerMember
-	8, // 3: drover.v1.ServerInfoResponse.last_contact:type_name -> google.protobuf.Duration
-	6, // 4: drover.v1.JoinRequest.server:type_name -> drover.v1.ServerMember
-	0, // 5: drover.v1.ClusterService.Info:input_type -> drover.v1.ServerInfoRequest
-	2, // 6: drover.v1.ClusterService.Join:input_type -> drover.v1.JoinRequest
-	4, // 7: drover.v1.ClusterService.ReadIndex:input_type -> drover.v1.ReadIndexRequest
-	1, // 8: drover.v1.ClusterService.Info:output_type -> drover.v1.ServerInfoResponse
-	3, // 9: drover.v1.ClusterService.Join:output_type -> drover.v1.JoinResponse
-	5, // 10: drover.v1.ClusterService.ReadIndex:output_type -> drover.v1.ReadIndexResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	10, // 0: drover.v1.ServerInfoResponse.server:type_name -> drover.v1.ServerMember
+	11, // 1: drover.v1.ServerInfoResponse.raft_state:type_name -> drover.v1.RaftState
+	10, // 2: drover.v1.ServerInfoResponse.forming:type_name -> drover.v1.ServerMember
+	12, // 3: drover.v1.ServerInfoResponse.last_contact:type_name -> google.protobuf.Duration
+	10, // 4: drover.v1.JoinRequest.server:type_name -> drover.v1.ServerMember
+	7,  // 5: drover.v1.ForwardAllocReportsRequest.reports:type_name -> drover.v1.ForwardedAllocReport
+	13, // 6: drover.v1.ForwardedAllocReport.request:type_name -> drover.v1.UpdateAllocRequest
+	9,  // 7: drover.v1.ForwardAllocReportsResponse.outcomes:type_name -> drover.v1.AllocReportOutcome
+	14, // 8: drover.v1.AllocReportOutcome.response:type_name -> drover.v1.UpdateAllocResponse
+	15, // 9: drover.v1.AllocReportOutcome.details:type_name -> google.protobuf.Any
+	0,  // 10: drover.v1.ClusterService.Info:input_type -> drover.v1.ServerInfoRequest
+	2,  // 11: drover.v1.ClusterService.Join:input_type -> drover.v1.JoinRequest
+	4,  // 12: drover.v1.ClusterService.ReadIndex:input_type -> drover.v1.ReadIndexRequest
+	6,  // 13: drover.v1.ClusterService.ForwardAllocReports:input_type -> drover.v1.ForwardAllocReportsRequest
+	1,  // 14: drover.v1.ClusterService.Info:output_type -> drover.v1.ServerInfoResponse
+	3,  // 15: drover.v1.ClusterService.Join:output_type -> drover.v1.JoinResponse
+	5,  // 16: drover.v1.ClusterService.ReadIndex:output_type -> drover.v1.ReadIndexResponse
+	8,  // 17: drover.v1.ClusterService.ForwardAllocReports:output_type -> drover.v1.ForwardAllocReportsResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_cluster_service_proto_init() }
@@ -494,6 +739,7 @@ func file_drover_v1_cluster_service_proto_init() {
 	if File_drover_v1_cluster_service_proto != nil {
 		return
 	}
+	file_drover_v1_node_service_proto_init()
 	file_drover_v1_server_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -501,7 +747,7 @@ func file_drover_v1_cluster_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_cluster_service_proto_rawDesc), len(file_drover_v1_cluster_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

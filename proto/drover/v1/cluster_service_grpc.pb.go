@@ -19,9 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClusterService_Info_FullMethodName      = "/drover.v1.ClusterService/Info"
-	ClusterService_Join_FullMethodName      = "/drover.v1.ClusterService/Join"
-	ClusterService_ReadIndex_FullMethodName = "/drover.v1.ClusterService/ReadIndex"
+	ClusterService_Info_FullMethodName                = "/drover.v1.ClusterService/Info"
+	ClusterService_Join_FullMethodName                = "/drover.v1.ClusterService/Join"
+	ClusterService_ReadIndex_FullMethodName           = "/drover.v1.ClusterService/ReadIndex"
+	ClusterService_ForwardAllocReports_FullMethodName = "/drover.v1.ClusterService/ForwardAllocReports"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -29,7 +30,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // ClusterService is spoken between servers: forming a cluster, joining
-// one, and the leader's health probes.
+// one, the leader's health probes, and what followers pass on to the
+// leader in bulk.
 type ClusterServiceClient interface {
 	// Info describes the answering server. Servers that are forming a
 	// cluster exchange it to learn each other's raft id and address; the
@@ -46,6 +48,12 @@ type ClusterServiceClient interface {
 	// the call: the follower answers once its state has applied that index.
 	// Only the leader answers; any server forwards it there.
 	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
+	// ForwardAllocReports carries agents' NodeService.UpdateAlloc calls that
+	// a server which does not lead passes on to the leader: the calls that
+	// arrive while its previous batch is in flight travel together. The
+	// leader answers each call as UpdateAlloc would have answered it alone.
+	// Only the leader answers; any server forwards it there.
+	ForwardAllocReports(ctx context.Context, in *ForwardAllocReportsRequest, opts ...grpc.CallOption) (*ForwardAllocReportsResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -86,12 +94,23 @@ func (c *clusterServiceClient) ReadIndex(ctx context.Context, in *ReadIndexReque
 	return out, nil
 }
 
+func (c *clusterServiceClient) ForwardAllocReports(ctx context.Context, in *ForwardAllocReportsRequest, opts ...grpc.CallOption) (*ForwardAllocReportsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForwardAllocReportsResponse)
+	err := c.cc.Invoke(ctx, ClusterService_ForwardAllocReports_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
 //
 // ClusterService is spoken between servers: forming a cluster, joining
-// one, and the leader's health probes.
+// one, the leader's health probes, and what followers pass on to the
+// leader in bulk.
 type ClusterServiceServer interface {
 	// Info describes the answering server. Servers that are forming a
 	// cluster exchange it to learn each other's raft id and address; the
@@ -108,6 +127,12 @@ type ClusterServiceServer interface {
 	// the call: the follower answers once its state has applied that index.
 	// Only the leader answers; any server forwards it there.
 	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
+	// ForwardAllocReports carries agents' NodeService.UpdateAlloc calls that
+	// a server which does not lead passes on to the leader: the calls that
+	// arrive while its previous batch is in flight travel together. The
+	// leader answers each call as UpdateAlloc would have answered it alone.
+	// Only the leader answers; any server forwards it there.
+	ForwardAllocReports(context.Context, *ForwardAllocReportsRequest) (*ForwardAllocReportsResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -126,6 +151,9 @@ func (UnimplementedClusterServiceServer) Join(context.Context, *JoinRequest) (*J
 }
 func (UnimplementedClusterServiceServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
+}
+func (UnimplementedClusterServiceServer) ForwardAllocReports(context.Context, *ForwardAllocReportsRequest) (*ForwardAllocReportsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForwardAllocReports not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -202,6 +230,24 @@ func _ClusterService_ReadIndex_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_ForwardAllocReports_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForwardAllocReportsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).ForwardAllocReports(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_ForwardAllocReports_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).ForwardAllocReports(ctx, req.(*ForwardAllocReportsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -220,6 +266,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadIndex",
 			Handler:    _ClusterService_ReadIndex_Handler,
+		},
+		{
+			MethodName: "ForwardAllocReports",
+			Handler:    _ClusterService_ForwardAllocReports_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,6 +1,7 @@
 package droverv1
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 )
@@ -50,4 +51,28 @@ func (v *violations) hostPort(field, addr string) {
 	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > maxPortNumber {
 		v.add(field, "%q has no valid port", addr)
 	}
+}
+
+// MaxForwardedReports bounds the agents' calls one ForwardAllocReports
+// carries.
+const MaxForwardedReports = 4096
+
+// Validate checks the batch's shape. Each call in it is checked as
+// UpdateAlloc checks it, and answered on its own.
+func (r *ForwardAllocReportsRequest) Validate() error {
+	var v violations
+	reports := r.GetReports()
+	switch {
+	case len(reports) == 0:
+		v.add("reports", "must carry at least one call")
+	case len(reports) > MaxForwardedReports:
+		v.add("reports", "must carry at most %d calls", MaxForwardedReports)
+	}
+	for i, rep := range reports {
+		if rep.GetRequest() == nil {
+			v.add(fmt.Sprintf("reports[%d].request", i), "is required")
+		}
+		v.nonNegative(fmt.Sprintf("reports[%d].deadline", i), rep.GetDeadline())
+	}
+	return v.err()
 }
