@@ -3,6 +3,7 @@ package deploy
 import (
 	"iter"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,8 +63,13 @@ func TestWatcherDecide(t *testing.T) {
 		{"past the deadline but done", []*droverv1.Deployment{deployment("c", running, 4, 0, now-1)}, map[string]string{}, []string{"c"}},
 		{"a new deployment, nothing reported yet: its plan placed what it could", []*droverv1.Deployment{deployment("n", running, 0, 0, 2000)}, map[string]string{}, nil},
 		{"the new deployment's first healthy allocation", []*droverv1.Deployment{deployment("n", running, 1, 0, 2000)}, map[string]string{}, []string{"n"}},
+		{"restarted: a deployment it has not seen is looked at afresh, one it has seen is not", []*droverv1.Deployment{
+			deployment("n", running, 1, 0, 2000), deployment("r", running, 0, 0, 2000)}, map[string]string{}, []string{"r"}},
 	}
 	for _, st := range steps {
+		if strings.HasPrefix(st.name, "restarted") {
+			w.Restart()
+		}
 		fail, progress := look(st.ds...)
 		if len(fail) != len(st.fail) || !slices.Equal(progress, st.progress) {
 			t.Fatalf("%s: fail %v, progress %v; want %v, %v", st.name, fail, progress, st.fail, st.progress)
