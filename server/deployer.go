@@ -46,12 +46,6 @@ func (d *deployer) duty() LeaderDuty {
 // run looks at the deployments whenever their table changes, at most every
 // deployBatchWindow and at least every deployWatchInterval.
 func (d *deployer) run(ctx context.Context) {
-	// A new term, or the leader's duties started again after a restored
-	// backup replaced the state: deployments the watcher has not seen may
-	// have been created while it did not watch.
-	if d.watcher != nil {
-		d.watcher.Restart()
-	}
 	var seen uint64
 	pause := time.NewTimer(0)
 	defer pause.Stop()

@@ -50,28 +50,13 @@ type Failure struct {
 // Watcher remembers what it saw of each running deployment, so that only
 // a change calls for an evaluation. A new leader starts with an empty one:
 // its first look writes one evaluation per running deployment, which
-// picks up whatever happened while no leader watched, and so does its
-// first look after a Restart for the deployments it has not seen. A
-// deployment that appears after the first look was written by a plan this
-// leader applied;
-// it calls for an evaluation only once its health has moved, since the
-// evaluation that planned it already placed what could be placed (in
-// c1m, that first look's evaluation was a pass that changed nothing for
-// each of the 100 jobs).
+// picks up whatever happened while no leader watched.
 type Watcher struct {
-	seen   map[string]progress
-	looked bool
+	seen map[string]progress
 }
 
 // progress is what the watcher compares between looks.
 type progress struct{ healthy, unhealthy int32 }
-
-// Restart makes the next look a first look for the deployments the
-// watcher has not seen: its duty starts again (a new term, or the leader's
-// duties restarted after a restored backup), and such a deployment may have
-// been created while it did not watch. Deployments it has seen call for an
-// evaluation, as before, when their health has moved.
-func (w *Watcher) Restart() { w.looked = false }
 
 // NewWatcher returns a watcher that has seen nothing.
 func NewWatcher() *Watcher { return &Watcher{seen: make(map[string]progress)} }
@@ -93,9 +78,7 @@ func (w *Watcher) Decide(st State, now int64) Decision {
 		switch prev, ok := w.seen[d.GetId()]; {
 		case autoPromotable(st, d):
 			dec.Promote = append(dec.Promote, d)
-		case !ok && !w.looked, prev != p:
-			// Unseen after the first look, prev is the zero progress a
-			// deployment starts with.
+		case !ok || prev != p:
 			dec.Progress = append(dec.Progress, d)
 		}
 		w.seen[d.GetId()] = p
@@ -105,7 +88,6 @@ func (w *Watcher) Decide(st State, now int64) Decision {
 			delete(w.seen, id)
 		}
 	}
-	w.looked = true
 	return dec
 }
 
