@@ -112,15 +112,8 @@ func (fr *followerReads) fetchIndex() (uint64, error) {
 	if leader.Local || leader.RPCAddr == "" {
 		return 0, fmt.Errorf("read index: no remote leader known: %w", ErrUnavailable)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), fr.f.hold)
+	ctx, cancel := fr.f.detached(time.Now().Add(fr.f.hold))
 	defer cancel()
-	go func() {
-		select {
-		case <-fr.f.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	resp, err := fr.f.forward(ctx, leader.RPCAddr, droverv1.ClusterService_ReadIndex_FullMethodName, &droverv1.ReadIndexRequest{}, 1)
 	if err != nil {
 		return 0, fmt.Errorf("read index from leader %s at %s: %w", leader.ID, leader.RPCAddr, err)

@@ -354,6 +354,21 @@ func (f *forwarder) forward(ctx context.Context, addr, method string, req any, h
 	return resp, nil
 }
 
+// detached returns a context for work this server does for several
+// callers at once: it ends at deadline or when the server shuts down, not
+// with any one caller.
+func (f *forwarder) detached(deadline time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	go func() {
+		select {
+		case <-f.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // conn returns the pooled connection to addr, dialing it on first use.
 func (f *forwarder) conn(addr string) (*grpc.ClientConn, error) {
 	f.mu.Lock()

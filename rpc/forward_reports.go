@@ -125,15 +125,8 @@ func (b *reportBatcher) send(leader Leader, items []*droverv1.ForwardedAllocRepo
 	if now := b.f.cluster.Leader(); now.ID != leader.ID || now.RPCAddr != leader.RPCAddr {
 		return nil, errLeaderChanged
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), batchDeadline(items, time.Now()))
+	ctx, cancel := b.f.detached(batchDeadline(items, time.Now()))
 	defer cancel()
-	go func() {
-		select {
-		case <-b.f.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	req := &droverv1.ForwardAllocReportsRequest{Reports: items}
 	resp, err := b.f.forwardWhileLeader(ctx, changed, leader, droverv1.ClusterService_ForwardAllocReports_FullMethodName, req, 1)
 	switch {

@@ -48,9 +48,11 @@ type Failure struct {
 }
 
 // Watcher remembers what it saw of each running deployment, so that only
-// a change calls for an evaluation. A new leader starts with an empty one:
-// its first look writes one evaluation per running deployment, which
-// picks up whatever happened while no leader watched.
+// a change calls for an evaluation. A server leading for the first time
+// starts with an empty one: its first look writes one evaluation per
+// running deployment, which picks up whatever happened while no leader
+// watched. The server keeps its watcher across terms, so a server leading
+// again evaluates only deployments it has not seen or whose health moved.
 type Watcher struct {
 	seen map[string]progress
 }
