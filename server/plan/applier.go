@@ -66,7 +66,7 @@ type ApplierStats struct {
 // Applier is the leader's plan applier: it takes plans from the queue one at
 // a time, checks every node of each against the newest state, and commits
 // what fits in one raft entry per plan. The check of a plan overlaps the
-// raft write of the one before it.
+// raft writes of the plans before it, up to MaxWritesInFlight of them.
 type Applier struct {
 	cfg   Config
 	queue *Queue
@@ -108,53 +108,106 @@ func (a *Applier) Stats() ApplierStats {
 	}
 }
 
+// MaxWritesInFlight bounds the plans whose raft writes are dispatched and
+// not yet applied. Under load a write takes a round trip, an fsync and its
+// turn in the FSM; with one write at a time the applier commits one plan
+// per such wait, however many plans are queued, so concurrent evaluations
+// queue behind each other. The allocations of the plans in flight are laid
+// over the state each plan is checked against, so the bound also bounds
+// what a check looks through.
+const MaxWritesInFlight = 8
+
 // commit is a plan whose raft write has been dispatched.
 type commit struct {
-	// allocs are the plan's allocations, laid over the snapshot the next
-	// plan is checked against, which may not hold them yet.
-	allocs *overlay
+	// allocs are the plan's allocations, laid over the snapshot later
+	// plans are checked against, which may not hold them yet.
+	allocs []*droverv1.Allocation
 	done   chan struct{}
 	// index is the entry's raft index once done is closed; zero if the
 	// write failed.
 	index uint64
 }
 
-// pipeline is the state of the apply loop: at most one raft write in
-// flight.
+// pipeline is the state of the apply loop: up to MaxWritesInFlight raft
+// writes in flight, oldest first. Their entries may reach the log in
+// another order than they were dispatched in; that is safe because plans
+// in flight together belong to different evaluations, and so to different
+// jobs (the broker hands out one evaluation per job at a time, and a
+// worker's next plan waits for the answer to its last), so no two of them
+// touch the same allocation or deployment, and each was checked with the
+// others' placements counted.
 type pipeline struct {
-	inflight *commit
+	inflight []*commit
+	// flying is the allocations of every write in flight, in dispatch
+	// order; nil when none is.
+	flying *overlay
 	// lastIndex is the raft index of the latest plan committed, the least
 	// index the next plan's snapshot must hold.
 	lastIndex uint64
 }
 
-// settle forgets the in-flight write once it is done, remembering its
-// index. With wait it blocks until the write is done.
-func (pl *pipeline) settle(wait bool) {
-	if pl.inflight == nil {
-		return
+// add records a dispatched write.
+func (pl *pipeline) add(c *commit) {
+	pl.inflight = append(pl.inflight, c)
+	pl.lay(c)
+}
+
+// lay puts a write's allocations over the state later plans are checked
+// against.
+func (pl *pipeline) lay(c *commit) {
+	if pl.flying == nil {
+		pl.flying = newOverlay()
 	}
-	if wait {
-		<-pl.inflight.done
-	} else {
+	pl.flying.add(c.allocs)
+}
+
+// settle forgets the writes in flight that are done, remembering their
+// indexes.
+func (pl *pipeline) settle() {
+	kept := pl.inflight[:0]
+	for _, c := range pl.inflight {
 		select {
-		case <-pl.inflight.done:
+		case <-c.done:
+			pl.lastIndex = max(pl.lastIndex, c.index)
 		default:
-			return
+			kept = append(kept, c)
 		}
 	}
-	pl.lastIndex = max(pl.lastIndex, pl.inflight.index)
-	pl.inflight = nil
+	if len(kept) == len(pl.inflight) {
+		return
+	}
+	clear(pl.inflight[len(kept):])
+	pl.inflight = kept
+	pl.flying = nil
+	for _, c := range kept {
+		pl.lay(c)
+	}
+}
+
+// waitOldest blocks until the oldest write in flight is done.
+func (pl *pipeline) waitOldest() {
+	if len(pl.inflight) > 0 {
+		<-pl.inflight[0].done
+	}
+	pl.settle()
+}
+
+// waitAll blocks until every write in flight is done.
+func (pl *pipeline) waitAll() {
+	for _, c := range pl.inflight {
+		<-c.done
+	}
+	pl.settle()
 }
 
 // Run applies plans until ctx ends (this server lost leadership). A plan it
-// has taken but not dispatched is then failed with ErrDisabled, and so is
-// the plan in flight if its write fails; Run returns once that write has
-// finished. Plans still in the queue stay there: disabling the queue fails
+// has taken but not dispatched is then failed with ErrDisabled, and so are
+// the plans in flight whose writes fail; Run returns once those writes
+// have finished. Plans still in the queue stay there: disabling the queue fails
 // them. Only one Run may be active per queue.
 func (a *Applier) Run(ctx context.Context) {
 	var pl pipeline
-	defer pl.settle(true)
+	defer pl.waitAll()
 	for {
 		item, err := a.queue.dequeue(ctx)
 		if err != nil {
@@ -167,18 +220,13 @@ func (a *Applier) Run(ctx context.Context) {
 // apply checks one plan and answers it or dispatches its raft write.
 func (a *Applier) apply(ctx context.Context, pl *pipeline, item *pending) {
 	p := item.plan
-	pl.settle(false)
+	pl.settle()
 	snap, err := a.snapshot(ctx, max(pl.lastIndex, p.GetSnapshotIndex()))
 	if err != nil {
 		item.future.respond(nil, a.failure(ctx, p, err))
 		return
 	}
-	checkedAgainst := pl.inflight
-	var inflight *overlay
-	if checkedAgainst != nil {
-		inflight = checkedAgainst.allocs
-	}
-	ver := verifyPlan(snap, p, inflight, a.cfg.AllocCIDR, a.cfg.Usage)
+	ver := verifyPlan(snap, p, pl.flying, a.cfg.AllocCIDR, a.cfg.Usage)
 	if a.verified != nil {
 		a.verified(p)
 	}
@@ -186,29 +234,31 @@ func (a *Applier) apply(ctx context.Context, pl *pipeline, item *pending) {
 	entry := a.entry(p, ver.accepted)
 	write := len(entry.GetAllocations()) > 0 || len(entry.GetStops()) > 0 ||
 		entry.GetDeployment() != nil || len(entry.GetDeploymentUpdates()) > 0
-	if write || len(ver.rejected) > 0 {
-		// The next write may start only once the one in flight is done,
-		// and a refresh index must cover the write this plan was checked
+	if len(ver.rejected) > 0 {
+		// The refresh index must cover every write this plan was checked
 		// against.
-		pl.settle(true)
+		pl.waitAll()
 	}
-	result := planResult(snap, ver, checkedAgainst)
+	result := planResult(snap, ver, pl.lastIndex)
 	if !write {
 		item.future.respond(result, nil)
 		return
+	}
+	if len(pl.inflight) >= MaxWritesInFlight {
+		pl.waitOldest()
 	}
 	if ctx.Err() != nil {
 		item.future.respond(nil, a.failure(ctx, p, ctx.Err()))
 		return
 	}
-	pl.inflight = a.dispatch(ctx, p, item.future, entry, result)
+	pl.add(a.dispatch(ctx, p, item.future, entry, result))
 }
 
 // planResult is the answer to a checked plan, but for the raft index of
 // its write: the node plans to commit, and the nodes dropped with the index
-// the worker must refresh to. The write checkedAgainst (if any) must be
-// done.
-func planResult(snap *state.Snapshot, ver verification, checkedAgainst *commit) *droverv1.PlanResult {
+// the worker must refresh to. With nodes dropped, every write the plan was
+// checked against must be done, and committed the latest at lastIndex.
+func planResult(snap *state.Snapshot, ver verification, lastIndex uint64) *droverv1.PlanResult {
 	result := &droverv1.PlanResult{}
 	for _, np := range ver.accepted {
 		if len(np.GetAlternates()) > 0 {
@@ -226,10 +276,7 @@ func planResult(snap *state.Snapshot, ver verification, checkedAgainst *commit) 
 		result.RejectedNodeIds = append(result.RejectedNodeIds, r.nodeID)
 	}
 	// The worker must see at least the state the plan was checked against.
-	result.RefreshIndex = snap.Index()
-	if checkedAgainst != nil {
-		result.RefreshIndex = max(result.RefreshIndex, checkedAgainst.index)
-	}
+	result.RefreshIndex = max(snap.Index(), lastIndex)
 	return result
 }
 
@@ -288,8 +335,7 @@ func (a *Applier) entry(p *droverv1.Plan, accepted []*droverv1.NodePlan) *drover
 // dispatch starts the raft write of a plan's entry and answers the plan
 // when it is done.
 func (a *Applier) dispatch(ctx context.Context, p *droverv1.Plan, f *Future, e *droverv1.PlanResultEntry, result *droverv1.PlanResult) *commit {
-	c := &commit{allocs: newOverlay(), done: make(chan struct{})}
-	c.allocs.add(e.GetAllocations())
+	c := &commit{allocs: e.GetAllocations(), done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		index, err := a.raft.CommitPlan(ctx, e)

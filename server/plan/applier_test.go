@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -234,8 +235,48 @@ func TestApplierOverlapCountsOnce(t *testing.T) {
 	if len(resB.GetRejectedNodeIds()) != 0 || resB.GetAllocIndex() <= resA.GetAllocIndex() {
 		t.Fatalf("plan B: %v, want committed after plan A (index %d)", resB, resA.GetAllocIndex())
 	}
-	if raft.overlapped.Load() {
-		t.Error("plan B's raft write started before plan A's finished")
+	assertNotOvercommitted(t, f, n)
+}
+
+// TestApplierChecksAgainstEveryWriteInFlight holds two plans' writes in
+// flight and checks a third against both: together the three overcommit
+// the node, so the third is dropped and told to refresh past both.
+func TestApplierChecksAgainstEveryWriteInFlight(t *testing.T) {
+	f := newFixture(t)
+	n := f.node(ready)
+	raft := &fakeRaft{gate: make(chan struct{}, 3), started: make(chan *droverv1.PlanResultEntry, 4)}
+	h := newHarness(t, f, raft)
+
+	var futs []*Future
+	for i := range 3 {
+		j, ev := f.job()
+		// 3 × 1,400 MHz overcommit the node's 3,900; any two fit.
+		futs = append(futs, h.submit(newPlan(ev, nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, 1400, 100)}))))
+		receive(t, h.verified, fmt.Sprintf("check of plan %d", i))
+		if i < 2 {
+			receive(t, raft.started, fmt.Sprintf("commit of plan %d", i))
+		}
+	}
+	select {
+	case <-futs[2].done:
+		t.Fatal("the third plan answered while the writes it was checked against are in flight")
+	default:
+	}
+	// A token for each, so that a third write, wrongly let through, ends
+	// in the store rather than in a timeout.
+	for range 3 {
+		raft.gate <- struct{}{}
+	}
+
+	first, second, third := mustResult(t, futs[0]), mustResult(t, futs[1]), mustResult(t, futs[2])
+	if first.GetAllocIndex() == 0 || second.GetAllocIndex() == 0 {
+		t.Fatalf("first two plans: %v and %v, want both committed", first, second)
+	}
+	if !slices.Equal(third.GetRejectedNodeIds(), []string{n.GetId()}) || third.GetAllocIndex() != 0 {
+		t.Fatalf("third plan: %v, want node %s rejected and nothing committed", third, n.GetId())
+	}
+	if want := max(first.GetAllocIndex(), second.GetAllocIndex()); third.GetRefreshIndex() < want {
+		t.Errorf("third plan's refresh index %d, want at least %d", third.GetRefreshIndex(), want)
 	}
 	assertNotOvercommitted(t, f, n)
 }
@@ -276,30 +317,33 @@ func TestApplierOverlapFailedCommit(t *testing.T) {
 	}
 }
 
-// TestApplierStopFailsOutstanding ends the applier while one plan is in
-// flight and the next waits to be dispatched.
+// TestApplierStopFailsOutstanding ends the applier while MaxWritesInFlight
+// plans are in flight and the next waits to be dispatched: every one of
+// them fails, and the last is never written.
 func TestApplierStopFailsOutstanding(t *testing.T) {
 	f := newFixture(t)
-	jobA, evA := f.job()
-	jobB, evB := f.job()
-	n1, n2 := f.node(ready), f.node(ready)
-	raft := &fakeRaft{gate: make(chan struct{}), started: make(chan *droverv1.PlanResultEntry, 4)}
+	raft := &fakeRaft{gate: make(chan struct{}), started: make(chan *droverv1.PlanResultEntry, MaxWritesInFlight+1)}
 	h := newHarness(t, f, raft)
 
-	futA := h.submit(newPlan(evA, nodePlan(n1, []*droverv1.Allocation{f.alloc(n1, jobA, 100, 100)})))
-	receive(t, raft.started, "commit of plan A")
-	futB := h.submit(newPlan(evB, nodePlan(n2, []*droverv1.Allocation{f.alloc(n2, jobB, 100, 100)})))
-	receive(t, h.verified, "check of plan A")
-	receive(t, h.verified, "check of plan B")
-	h.stop()
-
-	for name, fut := range map[string]*Future{"A": futA, "B": futB} {
-		if _, err := result(t, fut); !errors.Is(err, ErrDisabled) {
-			t.Errorf("plan %s after stop: %v, want ErrDisabled", name, err)
+	var futs []*Future
+	for i := range MaxWritesInFlight + 1 {
+		j, ev := f.job()
+		n := f.node(ready)
+		futs = append(futs, h.submit(newPlan(ev, nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, 100, 100)}))))
+		receive(t, h.verified, fmt.Sprintf("check of plan %d", i))
+		if i < MaxWritesInFlight {
+			receive(t, raft.started, fmt.Sprintf("commit of plan %d", i))
 		}
 	}
-	if got := raft.commits.Load(); got != 1 {
-		t.Errorf("%d raft writes, want only plan A's", got)
+	h.stop()
+
+	for i, fut := range futs {
+		if _, err := result(t, fut); !errors.Is(err, ErrDisabled) {
+			t.Errorf("plan %d after stop: %v, want ErrDisabled", i, err)
+		}
+	}
+	if got := raft.commits.Load(); got != MaxWritesInFlight {
+		t.Errorf("%d raft writes, want %d: the last plan waits for room", got, MaxWritesInFlight)
 	}
 }
 

@@ -186,16 +186,10 @@ type fakeRaft struct {
 	// fail, if set, decides a commit's error before it is applied.
 	fail func(*droverv1.PlanResultEntry) error
 
-	commits    atomic.Int32
-	active     atomic.Int32
-	overlapped atomic.Bool
+	commits atomic.Int32
 }
 
 func (r *fakeRaft) CommitPlan(ctx context.Context, e *droverv1.PlanResultEntry) (uint64, error) {
-	if r.active.Add(1) > 1 {
-		r.overlapped.Store(true)
-	}
-	defer r.active.Add(-1)
 	r.commits.Add(1)
 	if r.started != nil {
 		select {

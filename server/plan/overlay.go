@@ -1,12 +1,14 @@
 package plan
 
 import (
+	"slices"
+
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/scheduler/fit"
 )
 
 // overlay holds allocations that may be missing from the snapshot a plan
-// is checked against: those of the plan whose raft write is in flight, and
+// is checked against: those of the plans whose raft writes are in flight, and
 // those of the plan's own nodes already accepted. They are laid over the
 // snapshot by allocation id, so an allocation the snapshot already holds is
 // counted once.
@@ -25,9 +27,17 @@ func newOverlay() *overlay {
 	}
 }
 
-// add lays allocations over the snapshot.
+// add lays allocations over the snapshot; a later version of an
+// allocation laid already takes its place.
 func (o *overlay) add(allocs []*droverv1.Allocation) {
 	for _, a := range allocs {
+		if prev := o.byID[a.GetId()]; prev != nil {
+			o.byNode[prev.GetNodeId()] = slices.DeleteFunc(o.byNode[prev.GetNodeId()],
+				func(b *droverv1.Allocation) bool { return b.GetId() == a.GetId() })
+			if ip := prev.GetResources().GetIp(); o.ips[ip] == a.GetId() {
+				delete(o.ips, ip)
+			}
+		}
 		o.byID[a.GetId()] = a
 		o.byNode[a.GetNodeId()] = append(o.byNode[a.GetNodeId()], a)
 		if ip := a.GetResources().GetIp(); ip != "" && fit.Holds(a) {

@@ -44,7 +44,7 @@ type verification struct {
 }
 
 // verifier checks the nodes of one plan against a snapshot, with the
-// allocations of the plan in flight and of the plan's nodes accepted so far
+// allocations of the plans in flight and of the plan's nodes accepted so far
 // laid over it.
 type verifier struct {
 	plan     *droverv1.Plan
@@ -265,7 +265,7 @@ func (v *verifier) held(nodeID string, np *droverv1.NodePlan, existing []*drover
 
 // assignAddresses checks that no planned allocation takes an address that
 // another allocation anywhere in the cluster holds: in the snapshot, in
-// the plan in flight, on a node of this plan accepted earlier, or on this
+// the plans in flight, on a node of this plan accepted earlier, or on this
 // same node; nor one released again since the plan's snapshot. A new placement whose address is held gets the address the
 // scheduler would pick on this newest state (never-used, else released
 // longest ago) in a copy of the node plan; concurrent plans all want the
