@@ -56,6 +56,9 @@ type passOutcome struct {
 	// classes and escaped describe feasibility for a blocked evaluation.
 	classes map[string]bool
 	escaped bool
+	// evalWritten: the plan's entry carried the evaluation's outcome, so
+	// there is none left to write.
+	evalWritten bool
 }
 
 func (o *passOutcome) unplaced() bool { return len(o.failures) > 0 }
@@ -122,6 +125,11 @@ func (g *genericScheduler) pass(ctx context.Context, eval *droverv1.Evaluation) 
 	if len(plan.GetNodePlans()) == 0 && plan.Deployment == nil && len(plan.DeploymentUpdates) == 0 && !g.cfg.SubmitEmptyPlans {
 		return out, false, nil
 	}
+	if !out.unplaced() {
+		// Should the plan commit in full, the evaluation is complete: the
+		// plan's raft entry can say so, one write fewer per evaluation.
+		plan.EvalUpdate = g.completed(eval, out)
+	}
 	result, refreshed, err := g.planner.SubmitPlan(ctx, plan)
 	if err != nil {
 		return nil, false, fmt.Errorf("submit plan of evaluation %s: %w", eval.GetId(), err)
@@ -133,6 +141,7 @@ func (g *genericScheduler) pass(ctx context.Context, eval *droverv1.Evaluation) 
 	if len(result.GetRejectedNodeIds()) > 0 {
 		return nil, false, fmt.Errorf("plan of evaluation %s: %d nodes rejected without a state to refresh to", eval.GetId(), len(result.GetRejectedNodeIds()))
 	}
+	out.evalWritten = plan.EvalUpdate != nil && result.GetEvalUpdated()
 	return out, true, nil
 }
 
@@ -292,25 +301,41 @@ func newAlloc(ec *evalContext, job *droverv1.Job, eval *droverv1.Evaluation, p p
 // evaluation left behind when something could not be placed; a blocked
 // evaluation that still cannot place goes back to the blocked set.
 func (g *genericScheduler) finish(ctx context.Context, eval *droverv1.Evaluation, out *passOutcome) error {
-	done := eval.CloneVT()
-	done.PlacementFailures = out.failures
-	done.QueuedAllocations = out.queued
-	done.SnapshotIndex = g.state.Index()
-	done.ModifyTime = g.now()
+	if out.evalWritten {
+		return nil
+	}
+	if out.unplaced() && eval.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_BLOCKED {
+		again := g.outcome(eval, out)
+		again.ClassEligibility, again.EscapedComputedClass = out.classes, out.escaped
+		return g.planner.ReblockEval(ctx, again)
+	}
+	done := g.completed(eval, out)
 	if out.unplaced() {
-		if eval.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_BLOCKED {
-			done.ClassEligibility, done.EscapedComputedClass = out.classes, out.escaped
-			return g.planner.ReblockEval(ctx, done)
-		}
 		blocked := g.blockedEval(eval, out, droverv1.EvalTrigger_EVAL_TRIGGER_QUEUED_ALLOCS)
 		if err := g.planner.CreateEval(ctx, blocked); err != nil {
 			return fmt.Errorf("create blocked evaluation for %s: %w", eval.GetId(), err)
 		}
 		done.BlockedEval = blocked.GetId()
 	}
+	return g.planner.UpdateEval(ctx, done)
+}
+
+// outcome is the evaluation with what a pass that ended with out found.
+func (g *genericScheduler) outcome(eval *droverv1.Evaluation, out *passOutcome) *droverv1.Evaluation {
+	ev := eval.CloneVT()
+	ev.PlacementFailures = out.failures
+	ev.QueuedAllocations = out.queued
+	ev.SnapshotIndex = g.state.Index()
+	ev.ModifyTime = g.now()
+	return ev
+}
+
+// completed is the evaluation completed by a pass that ended with out.
+func (g *genericScheduler) completed(eval *droverv1.Evaluation, out *passOutcome) *droverv1.Evaluation {
+	done := g.outcome(eval, out)
 	done.Status = droverv1.EvalStatus_EVAL_STATUS_COMPLETE
 	done.StatusDescription = ""
-	return g.planner.UpdateEval(ctx, done)
+	return done
 }
 
 // giveUp ends an evaluation whose plans kept being rejected: it fails, and

@@ -36,6 +36,10 @@ type fakePlanner struct {
 	// whose part no longer fits. It may write to the store, standing for
 	// the plan of another worker that got there first.
 	reject func(call, i int, np *droverv1.NodePlan) bool
+	// carryEvals: a plan of which no node plan is dropped commits its
+	// eval_update with it and says so, as the plan applier does; unset,
+	// the planner ignores eval_update, as a leader of an older release.
+	carryEvals bool
 
 	plans     []*droverv1.Plan
 	results   []*droverv1.PlanResult
@@ -71,8 +75,12 @@ func (p *fakePlanner) SubmitPlan(ctx context.Context, plan *droverv1.Plan) (*dro
 			entry.Stops = append(entry.Stops, s.CloneVT())
 		}
 	}
+	if ev := plan.GetEvalUpdate(); p.carryEvals && ev != nil && len(res.GetRejectedNodeIds()) == 0 {
+		entry.Evals = []*droverv1.Evaluation{ev.CloneVT()}
+		res.EvalUpdated = true
+	}
 	p.results = append(p.results, res)
-	if len(entry.GetAllocations()) > 0 || len(entry.GetStops()) > 0 {
+	if len(entry.GetAllocations()) > 0 || len(entry.GetStops()) > 0 || len(entry.GetEvals()) > 0 {
 		index := p.c.next()
 		if _, err := p.c.store.UpsertPlanResults(index, entry); err != nil {
 			return nil, nil, fmt.Errorf("commit plan of eval %s: %w", plan.GetEvalId(), err)

@@ -44,6 +44,10 @@ func (p *evalPlanner) SubmitPlan(ctx context.Context, plan *droverv1.Plan) (*dro
 	}
 	plan.EvalToken = p.token
 	plan.SnapshotIndex = p.snapshot()
+	if ev := plan.GetEvalUpdate(); ev != nil {
+		// As UpdateEval stamps the outcome it writes.
+		ev.SnapshotIndex = plan.SnapshotIndex
+	}
 	defer p.w.setStatus(StatusScheduling)
 	res, err := p.submit(ctx, plan)
 	if err != nil {

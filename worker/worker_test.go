@@ -173,7 +173,7 @@ func TestRefreshAfterPartialCommitAndNextEvalWaitsForPlan(t *testing.T) {
 			return errors.New("no refreshed state after a partial commit")
 		}
 		refreshed <- st.Index()
-		res, st, err := pl.SubmitPlan(ctx, &droverv1.Plan{})
+		res, st, err := pl.SubmitPlan(ctx, &droverv1.Plan{EvalUpdate: ev.CloneVT()})
 		if err != nil || st != nil || res.AllocIndex != 20 {
 			return errors.New("second plan should fully commit")
 		}
@@ -191,7 +191,10 @@ func TestRefreshAfterPartialCommitAndNextEvalWaitsForPlan(t *testing.T) {
 	recv(t, h.broker.acks, "ack of e1")
 	plans := h.leader.submitted()
 	if len(plans) != 2 || plans[0].SnapshotIndex != 10 || plans[1].SnapshotIndex != 12 {
-		t.Errorf("plans %v, want snapshot indexes 10 then 12", plans)
+		t.Fatalf("plans %v, want snapshot indexes 10 then 12", plans)
+	}
+	if got := plans[1].GetEvalUpdate().GetSnapshotIndex(); got != 12 {
+		t.Errorf("the outcome the second plan carries has snapshot index %d, want 12, as the plan", got)
 	}
 	if calls := h.leader.evalCalls(); len(calls) != 1 || calls[0].ev.SnapshotIndex != 12 {
 		t.Errorf("eval update %+v, want snapshot index 12", calls)

@@ -231,15 +231,16 @@ func (a *Applier) apply(ctx context.Context, pl *pipeline, item *pending) {
 		a.verified(p)
 	}
 	a.record(p, ver)
-	entry := a.entry(p, ver.accepted)
+	entry := a.entry(p, ver)
 	write := len(entry.GetAllocations()) > 0 || len(entry.GetStops()) > 0 ||
-		entry.GetDeployment() != nil || len(entry.GetDeploymentUpdates()) > 0
+		entry.GetDeployment() != nil || len(entry.GetDeploymentUpdates()) > 0 || len(entry.GetEvals()) > 0
 	if len(ver.rejected) > 0 {
 		// The refresh index must cover every write this plan was checked
 		// against.
 		pl.waitAll()
 	}
 	result := planResult(snap, ver, pl.lastIndex)
+	result.EvalUpdated = len(entry.GetEvals()) > 0
 	if !write {
 		item.future.respond(result, nil)
 		return
@@ -321,13 +322,20 @@ func (a *Applier) record(p *droverv1.Plan, ver verification) {
 	}
 }
 
-// entry builds the raft entry of the accepted node plans.
-func (a *Applier) entry(p *droverv1.Plan, accepted []*droverv1.NodePlan) *droverv1.PlanResultEntry {
+// entry builds the raft entry of the accepted node plans. The outcome of
+// the plan's evaluation goes with them only when no node was dropped: the
+// worker plans again after a partial commit, and only its last plan
+// finishes the evaluation. Every release applies the entry's evaluations,
+// so this needs no version gate.
+func (a *Applier) entry(p *droverv1.Plan, ver verification) *droverv1.PlanResultEntry {
 	e := &droverv1.PlanResultEntry{EvalId: p.GetEvalId(), AppliedAt: a.cfg.Now(),
 		Deployment: p.GetDeployment(), DeploymentUpdates: p.GetDeploymentUpdates()}
-	for _, np := range accepted {
+	for _, np := range ver.accepted {
 		e.Allocations = append(e.Allocations, np.GetAllocations()...)
 		e.Stops = append(e.Stops, np.GetStops()...)
+	}
+	if ev := p.GetEvalUpdate(); ev != nil && len(ver.rejected) == 0 {
+		e.Evals = []*droverv1.Evaluation{ev}
 	}
 	return e
 }

@@ -355,3 +355,54 @@ func assertNotOvercommitted(t *testing.T, f *fixture, n *droverv1.Node) {
 		t.Fatalf("node %s overcommitted: %s", n.GetId(), reason)
 	}
 }
+
+// TestApplierWritesOutcomeWithPlan checks that the outcome a plan carries
+// is written in the plan's entry exactly when no node of the plan is
+// dropped, and that the result says whether it was.
+func TestApplierWritesOutcomeWithPlan(t *testing.T) {
+	cases := []struct {
+		name    string
+		fits    bool // the plan's one node takes what it places
+		nodes   bool // the plan has a node plan at all
+		written bool
+	}{
+		{name: "committed in full", fits: true, nodes: true, written: true},
+		{name: "its node dropped", nodes: true},
+		{name: "nothing but the outcome", written: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			j, ev := f.job()
+			h := newHarness(t, f, &fakeRaft{})
+			n := f.node(ready)
+			p := newPlan(ev)
+			if tc.nodes {
+				cpu := int64(100)
+				if !tc.fits {
+					cpu = nodeCPU + 1
+				}
+				p = newPlan(ev, nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, cpu, 100)}))
+			}
+			done := ev.CloneVT()
+			done.Status, done.StatusDescription = droverv1.EvalStatus_EVAL_STATUS_COMPLETE, ""
+			p.EvalUpdate = done
+			res := mustResult(t, h.submit(p))
+
+			stored := f.st.Snapshot().EvalByID(ev.GetId())
+			if res.GetEvalUpdated() != tc.written {
+				t.Fatalf("result says the outcome was written: %v, want %v", res.GetEvalUpdated(), tc.written)
+			}
+			if !tc.written {
+				if stored.GetStatus() == droverv1.EvalStatus_EVAL_STATUS_COMPLETE {
+					t.Fatalf("eval %s completed by a plan whose node was dropped", ev.GetId())
+				}
+				return
+			}
+			if stored.GetStatus() != droverv1.EvalStatus_EVAL_STATUS_COMPLETE || res.GetAllocIndex() == 0 ||
+				stored.GetModifyIndex() != res.GetAllocIndex() {
+				t.Fatalf("stored eval %v, want it complete at the plan's index %d", stored, res.GetAllocIndex())
+			}
+		})
+	}
+}

@@ -43,8 +43,14 @@ type Plan struct {
 	DeploymentUpdates []*DeploymentStatusUpdate `protobuf:"bytes,9,rep,name=deployment_updates,json=deploymentUpdates,proto3" json:"deployment_updates,omitempty"`
 	// The node ids NodePlan.alternates index, each once.
 	AlternateNodes []string `protobuf:"bytes,10,rep,name=alternate_nodes,json=alternateNodes,proto3" json:"alternate_nodes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The evaluation's outcome should the whole plan commit: status
+	// complete, the same id and job. The applier writes it in the plan's
+	// raft entry when it drops no node of the plan, which saves the worker
+	// the write of its own (SchedulerService.UpdateEval), and says so in
+	// PlanResult.eval_updated. A leader of an older release ignores it.
+	EvalUpdate    *Evaluation `protobuf:"bytes,11,opt,name=eval_update,json=evalUpdate,proto3" json:"eval_update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
@@ -143,6 +149,13 @@ func (x *Plan) GetDeploymentUpdates() []*DeploymentStatusUpdate {
 func (x *Plan) GetAlternateNodes() []string {
 	if x != nil {
 		return x.AlternateNodes
+	}
+	return nil
+}
+
+func (x *Plan) GetEvalUpdate() *Evaluation {
+	if x != nil {
+		return x.EvalUpdate
 	}
 	return nil
 }
@@ -474,7 +487,10 @@ type PlanResult struct {
 	// state to at least this index before planning again.
 	RefreshIndex uint64 `protobuf:"varint,3,opt,name=refresh_index,json=refreshIndex,proto3" json:"refresh_index,omitempty"`
 	// Raft index at which the committed part was applied.
-	AllocIndex    uint64 `protobuf:"varint,4,opt,name=alloc_index,json=allocIndex,proto3" json:"alloc_index,omitempty"`
+	AllocIndex uint64 `protobuf:"varint,4,opt,name=alloc_index,json=allocIndex,proto3" json:"alloc_index,omitempty"`
+	// The plan's eval_update was written with it: the worker writes no
+	// outcome of its own.
+	EvalUpdated   bool `protobuf:"varint,5,opt,name=eval_updated,json=evalUpdated,proto3" json:"eval_updated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -537,11 +553,18 @@ func (x *PlanResult) GetAllocIndex() uint64 {
 	return 0
 }
 
+func (x *PlanResult) GetEvalUpdated() bool {
+	if x != nil {
+		return x.EvalUpdated
+	}
+	return false
+}
+
 var File_drover_v1_plan_proto protoreflect.FileDescriptor
 
 const file_drover_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\"\xaa\x04\n" +
+	"\x14drover/v1/plan.proto\x12\tdrover.v1\x1a\x1adrover/v1/allocation.proto\x1a\x1adrover/v1/deployment.proto\x1a\x1adrover/v1/evaluation.proto\"\xe2\x04\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1d\n" +
 	"\n" +
@@ -557,7 +580,9 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"deployment\x12P\n" +
 	"\x12deployment_updates\x18\t \x03(\v2!.drover.v1.DeploymentStatusUpdateR\x11deploymentUpdates\x12'\n" +
 	"\x0falternate_nodes\x18\n" +
-	" \x03(\tR\x0ealternateNodes\x1a\\\n" +
+	" \x03(\tR\x0ealternateNodes\x126\n" +
+	"\veval_update\x18\v \x01(\v2\x15.drover.v1.EvaluationR\n" +
+	"evalUpdate\x1a\\\n" +
 	"\x13DesiredUpdatesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.drover.v1.DesiredUpdatesR\x05value:\x028\x01\"+\n" +
@@ -584,7 +609,7 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\x0edesired_status\x18\x02 \x01(\x0e2\x1d.drover.v1.AllocDesiredStatusR\rdesiredStatus\x12/\n" +
 	"\x13desired_description\x18\x03 \x01(\tR\x12desiredDescription\x12A\n" +
 	"\rclient_status\x18\x04 \x01(\x0e2\x1c.drover.v1.AllocClientStatusR\fclientStatus\x12(\n" +
-	"\x10followup_eval_id\x18\x05 \x01(\tR\x0efollowupEvalId\"\xb2\x01\n" +
+	"\x10followup_eval_id\x18\x05 \x01(\tR\x0efollowupEvalId\"\xd5\x01\n" +
 	"\n" +
 	"PlanResult\x122\n" +
 	"\n" +
@@ -592,7 +617,8 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\x11rejected_node_ids\x18\x02 \x03(\tR\x0frejectedNodeIds\x12#\n" +
 	"\rrefresh_index\x18\x03 \x01(\x04R\frefreshIndex\x12\x1f\n" +
 	"\valloc_index\x18\x04 \x01(\x04R\n" +
-	"allocIndexB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"allocIndex\x12!\n" +
+	"\feval_updated\x18\x05 \x01(\bR\vevalUpdatedB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_plan_proto_rawDescOnce sync.Once
@@ -617,27 +643,29 @@ var file_drover_v1_plan_proto_goTypes = []any{
 	nil,                            // 6: drover.v1.Plan.DesiredUpdatesEntry
 	(*Deployment)(nil),             // 7: drover.v1.Deployment
 	(*DeploymentStatusUpdate)(nil), // 8: drover.v1.DeploymentStatusUpdate
-	(*Allocation)(nil),             // 9: drover.v1.Allocation
-	(AllocDesiredStatus)(0),        // 10: drover.v1.AllocDesiredStatus
-	(AllocClientStatus)(0),         // 11: drover.v1.AllocClientStatus
+	(*Evaluation)(nil),             // 9: drover.v1.Evaluation
+	(*Allocation)(nil),             // 10: drover.v1.Allocation
+	(AllocDesiredStatus)(0),        // 11: drover.v1.AllocDesiredStatus
+	(AllocClientStatus)(0),         // 12: drover.v1.AllocClientStatus
 }
 var file_drover_v1_plan_proto_depIdxs = []int32{
 	3,  // 0: drover.v1.Plan.node_plans:type_name -> drover.v1.NodePlan
 	6,  // 1: drover.v1.Plan.desired_updates:type_name -> drover.v1.Plan.DesiredUpdatesEntry
 	7,  // 2: drover.v1.Plan.deployment:type_name -> drover.v1.Deployment
 	8,  // 3: drover.v1.Plan.deployment_updates:type_name -> drover.v1.DeploymentStatusUpdate
-	9,  // 4: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
-	4,  // 5: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
-	1,  // 6: drover.v1.NodePlan.alternates:type_name -> drover.v1.PlacementAlternates
-	10, // 7: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
-	11, // 8: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
-	3,  // 9: drover.v1.PlanResult.node_plans:type_name -> drover.v1.NodePlan
-	2,  // 10: drover.v1.Plan.DesiredUpdatesEntry.value:type_name -> drover.v1.DesiredUpdates
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 4: drover.v1.Plan.eval_update:type_name -> drover.v1.Evaluation
+	10, // 5: drover.v1.NodePlan.allocations:type_name -> drover.v1.Allocation
+	4,  // 6: drover.v1.NodePlan.stops:type_name -> drover.v1.AllocStop
+	1,  // 7: drover.v1.NodePlan.alternates:type_name -> drover.v1.PlacementAlternates
+	11, // 8: drover.v1.AllocStop.desired_status:type_name -> drover.v1.AllocDesiredStatus
+	12, // 9: drover.v1.AllocStop.client_status:type_name -> drover.v1.AllocClientStatus
+	3,  // 10: drover.v1.PlanResult.node_plans:type_name -> drover.v1.NodePlan
+	2,  // 11: drover.v1.Plan.DesiredUpdatesEntry.value:type_name -> drover.v1.DesiredUpdates
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_plan_proto_init() }
@@ -647,6 +675,7 @@ func file_drover_v1_plan_proto_init() {
 	}
 	file_drover_v1_allocation_proto_init()
 	file_drover_v1_deployment_proto_init()
+	file_drover_v1_evaluation_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -30,6 +30,7 @@ func (m *Plan) CloneVT() *Plan {
 	r.JobId = m.JobId
 	r.SnapshotIndex = m.SnapshotIndex
 	r.Deployment = m.Deployment.CloneVT()
+	r.EvalUpdate = m.EvalUpdate.CloneVT()
 	if rhs := m.NodePlans; rhs != nil {
 		tmpContainer := make([]*NodePlan, len(rhs))
 		for k, v := range rhs {
@@ -178,6 +179,7 @@ func (m *PlanResult) CloneVT() *PlanResult {
 	r := new(PlanResult)
 	r.RefreshIndex = m.RefreshIndex
 	r.AllocIndex = m.AllocIndex
+	r.EvalUpdated = m.EvalUpdated
 	if rhs := m.NodePlans; rhs != nil {
 		tmpContainer := make([]*NodePlan, len(rhs))
 		for k, v := range rhs {
@@ -287,6 +289,9 @@ func (this *Plan) EqualVT(that *Plan) bool {
 		if vx != vy {
 			return false
 		}
+	}
+	if !this.EvalUpdate.EqualVT(that.EvalUpdate) {
+		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -502,6 +507,9 @@ func (this *PlanResult) EqualVT(that *PlanResult) bool {
 	if this.AllocIndex != that.AllocIndex {
 		return false
 	}
+	if this.EvalUpdated != that.EvalUpdated {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -541,6 +549,16 @@ func (m *Plan) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.EvalUpdate != nil {
+		size, err := m.EvalUpdate.MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x5a
 	}
 	if len(m.AlternateNodes) > 0 {
 		for iNdEx := len(m.AlternateNodes) - 1; iNdEx >= 0; iNdEx-- {
@@ -937,6 +955,16 @@ func (m *PlanResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.EvalUpdated {
+		i--
+		if m.EvalUpdated {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x28
+	}
 	if m.AllocIndex != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.AllocIndex))
 		i--
@@ -1029,6 +1057,10 @@ func (m *Plan) SizeVT() (n int) {
 			l = len(s)
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	if m.EvalUpdate != nil {
+		l = m.EvalUpdate.SizeVT()
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1168,6 +1200,9 @@ func (m *PlanResult) SizeVT() (n int) {
 	}
 	if m.AllocIndex != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.AllocIndex))
+	}
+	if m.EvalUpdated {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1600,6 +1635,42 @@ func (m *Plan) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			m.AlternateNodes = append(m.AlternateNodes, string(dAtA[iNdEx:postIndex]))
+			iNdEx = postIndex
+		case 11:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field EvalUpdate", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.EvalUpdate == nil {
+				m.EvalUpdate = &Evaluation{}
+			}
+			if err := m.EvalUpdate.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
@@ -2456,6 +2527,26 @@ func (m *PlanResult) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field EvalUpdated", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.EvalUpdated = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -64,6 +64,18 @@ func (r *SubmitPlanRequest) Validate() error {
 			v.uuid(fmt.Sprintf("%s.stops[%d].alloc_id", field, j), s.GetAllocId())
 		}
 	}
+	if ev := p.GetEvalUpdate(); ev != nil {
+		v.workerEval("plan.eval_update", ev)
+		if ev.GetId() != p.GetEvalId() {
+			v.add("plan.eval_update.id", "must be the plan's eval_id")
+		}
+		if ev.GetJobId() != p.GetJobId() {
+			v.add("plan.eval_update.job_id", "must be the plan's job_id")
+		}
+		if ev.GetStatus() != EvalStatus_EVAL_STATUS_COMPLETE {
+			v.add("plan.eval_update.status", "must be complete: a plan carries only the outcome of an evaluation it finishes")
+		}
+	}
 	return v.err()
 }
 
@@ -76,15 +88,20 @@ func (r *EvalWriteRequest) Validate() error {
 		v.add("eval", "is required")
 		return v.err()
 	}
-	v.uuid("eval.id", ev.GetId())
-	v.identifier("eval.job_id", ev.GetJobId())
+	v.workerEval("eval", ev)
+	return v.err()
+}
+
+// workerEval checks an evaluation a worker writes, at field.
+func (v *violations) workerEval(field string, ev *Evaluation) {
+	v.uuid(field+".id", ev.GetId())
+	v.identifier(field+".job_id", ev.GetJobId())
 	if !IsSchedulerType(ev.GetType()) {
-		v.add("eval.type", "must be a scheduler type")
+		v.add(field+".type", "must be a scheduler type")
 	}
 	if ev.GetStatus() == EvalStatus_EVAL_STATUS_UNSPECIFIED {
-		v.add("eval.status", "is required")
+		v.add(field+".status", "is required")
 	}
-	return v.err()
 }
 
 // Validate checks a change to a server's worker pool.
