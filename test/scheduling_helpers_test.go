@@ -3,6 +3,7 @@ package test_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -84,6 +85,34 @@ func waitPlaced(ctx context.Context, t testing.TB, s *cluster.Server, jobID stri
 		return got == want, fmt.Sprintf("%d allocations wanted running", got)
 	})
 	return allocs
+}
+
+// waitEvaluated waits, after a job's placement (allocs), until the writes
+// it sets off are over as s sees them: every evaluation of the job is done
+// and, when the placement started a deployment, the deployment watcher's
+// evaluation of it (written once the watcher sees the deployment, and
+// processed after the placing evaluation) is among them. A test that
+// compares states taken after this sees no write of the job's land in
+// between.
+func waitEvaluated(ctx context.Context, t *testing.T, s *cluster.Server, jobID string, allocs []*droverv1.Allocation) {
+	t.Helper()
+	deployed := slices.ContainsFunc(allocs, func(a *droverv1.Allocation) bool { return a.GetDeploymentId() != "" })
+	poll(ctx, t, "every evaluation of job "+jobID+" done", func() (bool, string) {
+		watched := false
+		for _, e := range listEvals(ctx, t, s) {
+			if e.GetJobId() != jobID {
+				continue
+			}
+			if !e.Terminal() {
+				return false, fmt.Sprintf("evaluation %s is %s", e.GetId(), e.GetStatus())
+			}
+			watched = watched || e.GetTriggeredBy() == droverv1.EvalTrigger_EVAL_TRIGGER_DEPLOYMENT
+		}
+		if deployed && !watched {
+			return false, "the deployment watcher has not evaluated the job's deployment yet"
+		}
+		return true, ""
+	})
 }
 
 // checkInvariants rebuilds the cluster's state as s sees it (the nodes the

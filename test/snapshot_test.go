@@ -98,7 +98,7 @@ func TestSnapshotRestore(t *testing.T) {
 	if _, err := registerJob(ctx, follower.Conn(), saved, uuid.NewString()); err != nil {
 		t.Fatal(err)
 	}
-	waitPlaced(ctx, t, follower, saved.GetId(), 2)
+	waitEvaluated(ctx, t, leader, saved.GetId(), waitPlaced(ctx, t, follower, saved.GetId(), 2))
 	// The leader writes the cluster's id once every server has announced
 	// itself; a backup taken before would miss it, and the restored
 	// cluster write it again.
@@ -113,17 +113,9 @@ func TestSnapshotRestore(t *testing.T) {
 	if _, err := registerJob(ctx, follower.Conn(), later, uuid.NewString()); err != nil {
 		t.Fatal(err)
 	}
-	// Placed and its evaluation done, so that nothing changes the state
-	// while the refused restores are checked to change nothing.
-	waitPlaced(ctx, t, follower, later.GetId(), 1)
-	poll(ctx, t, "every evaluation of job "+later.GetId()+" done", func() (bool, string) {
-		for _, e := range listEvals(ctx, t, leader) {
-			if e.GetJobId() == later.GetId() && !e.Terminal() {
-				return false, fmt.Sprintf("evaluation %s is %s", e.GetId(), e.GetStatus())
-			}
-		}
-		return true, ""
-	})
+	// Placed and evaluated, so that nothing changes the state while the
+	// refused restores are checked to change nothing.
+	waitEvaluated(ctx, t, leader, later.GetId(), waitPlaced(ctx, t, follower, later.GetId(), 1))
 	c.WaitConverged(ctx)
 
 	good, err := os.ReadFile(path)
