@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/droverhq/drover/internal/groupcommit"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -42,7 +43,7 @@ type reportBatcher struct {
 	// leader is the leader the current batches go to; batches gathers
 	// the calls for it.
 	leader  Leader
-	batches *committer[*droverv1.ForwardedAllocReport]
+	batches *groupcommit.Committer[*droverv1.ForwardedAllocReport]
 	// unbatched are leaders (by id and address) that answered a batch
 	// UNIMPLEMENTED.
 	unbatched map[string]bool
@@ -78,14 +79,14 @@ func (b *reportBatcher) forward(ctx context.Context, leader Leader, req *droverv
 	}
 	// A malformed call without allocations still counts, so that a batch
 	// never carries more calls than the leader takes.
-	g, pos, err := batches.submit(ctx, item, max(1, len(req.GetAllocs())))
+	g, pos, err := batches.Submit(ctx, item, max(1, len(req.GetAllocs())))
 	switch {
 	case errors.Is(err, errNoReportBatches):
 		return nil, false, nil
 	case err != nil:
 		return nil, true, err
 	}
-	out, ok := g.response.(*droverv1.ForwardAllocReportsResponse)
+	out, ok := g.Response.(*droverv1.ForwardAllocReportsResponse)
 	if !ok || pos >= len(out.GetOutcomes()) {
 		return nil, true, status.Errorf(codes.Internal, "leader %s gave no answer for forwarded report %d", leader.ID, pos)
 	}
@@ -94,7 +95,7 @@ func (b *reportBatcher) forward(ctx context.Context, leader Leader, req *droverv
 }
 
 // batchesFor returns the batches for leader, nil if leader takes none.
-func (b *reportBatcher) batchesFor(leader Leader) *committer[*droverv1.ForwardedAllocReport] {
+func (b *reportBatcher) batchesFor(leader Leader) *groupcommit.Committer[*droverv1.ForwardedAllocReport] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.unbatched[leaderKey(leader)] {
@@ -102,9 +103,9 @@ func (b *reportBatcher) batchesFor(leader Leader) *committer[*droverv1.Forwarded
 	}
 	if b.batches == nil || b.leader.ID != leader.ID || b.leader.RPCAddr != leader.RPCAddr {
 		b.leader = leader
-		b.batches = &committer[*droverv1.ForwardedAllocReport]{
-			maxWeight: forwardedReportAllocs,
-			write: func(items []*droverv1.ForwardedAllocReport) (uint64, any, error) {
+		b.batches = &groupcommit.Committer[*droverv1.ForwardedAllocReport]{
+			MaxWeight: forwardedReportAllocs,
+			Write: func(items []*droverv1.ForwardedAllocReport) (uint64, any, error) {
 				resp, err := b.send(leader, items)
 				return 0, resp, err
 			},

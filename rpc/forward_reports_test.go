@@ -136,12 +136,7 @@ func pendingReports(t *testing.T, f *forwarder, n int) {
 		f.reports.mu.Lock()
 		b := f.reports.batches
 		f.reports.mu.Unlock()
-		b.mu.Lock()
-		got := 0
-		if b.pending != nil {
-			got = len(b.pending.items)
-		}
-		b.mu.Unlock()
+		got := b.Pending()
 		if got == n {
 			return
 		}

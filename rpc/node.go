@@ -55,22 +55,22 @@ func (s *nodeService) Register(ctx context.Context, req *droverv1.RegisterNodeRe
 			return s.registerResponse(existing, existing.GetModifyIndex())
 		}
 	}
-	g, pos, err := s.registrations.submit(ctx, node, 1)
+	g, pos, err := s.registrations.Submit(ctx, node, 1)
 	if err != nil {
 		return nil, err
 	}
-	res, ok := g.response.(*state.RegisterResult)
+	res, ok := g.Response.(*state.RegisterResult)
 	if !ok {
-		return nil, fmt.Errorf("node registrations at index %d: unexpected apply response %T", g.index, g.response)
+		return nil, fmt.Errorf("node registrations at index %d: unexpected apply response %T", g.Index, g.Response)
 	}
 	if err := res.Errors[pos]; err != nil {
 		return nil, fmt.Errorf("register node %s: %w", node.GetId(), err)
 	}
 	stored := s.backend.State().Snapshot().NodeByID(node.GetId())
 	if stored == nil {
-		return nil, fmt.Errorf("node %s vanished after registration at index %d: %w", node.GetId(), g.index, ErrUnavailable)
+		return nil, fmt.Errorf("node %s vanished after registration at index %d: %w", node.GetId(), g.Index, ErrUnavailable)
 	}
-	return s.registerResponse(stored, g.index)
+	return s.registerResponse(stored, g.Index)
 }
 
 // registerResponse arms the heartbeat timer of a node that is not down (a
@@ -152,18 +152,18 @@ func (s *nodeService) updateStatusOnce(ctx context.Context, req *droverv1.Update
 	}
 	// Heartbeats arriving together share one entry (a fleet coming up
 	// would otherwise write one per node).
-	g, pos, err := s.statuses.submit(ctx, entry, 1)
+	g, pos, err := s.statuses.Submit(ctx, entry, 1)
 	if err != nil {
 		return nil, err
 	}
-	res, ok := g.response.(*state.NodeStatusResult)
+	res, ok := g.Response.(*state.NodeStatusResult)
 	if !ok {
-		return nil, fmt.Errorf("node status changes at index %d: unexpected apply response %T", g.index, g.response)
+		return nil, fmt.Errorf("node status changes at index %d: unexpected apply response %T", g.Index, g.Response)
 	}
 	if err := res.Errors[pos]; err != nil {
 		return nil, err
 	}
-	resp.Index = g.index
+	resp.Index = g.Index
 	resp.EvalIds = evalIDs(evals)
 	return resp, nil
 }

@@ -31,18 +31,18 @@ func (s *nodeService) UpdateAlloc(ctx context.Context, req *droverv1.UpdateAlloc
 	if err != nil {
 		return nil, err
 	}
-	g, _, err := s.reports.submit(ctx, group, len(group.GetAllocs()))
+	g, _, err := s.reports.Submit(ctx, group, len(group.GetAllocs()))
 	if err != nil {
 		return nil, err
 	}
-	res, ok := g.response.(*state.ClientUpdateResult)
+	res, ok := g.Response.(*state.ClientUpdateResult)
 	if !ok {
-		return nil, fmt.Errorf("allocation reports at index %d: unexpected apply response %T", g.index, g.response)
+		return nil, fmt.Errorf("allocation reports at index %d: unexpected apply response %T", g.Index, g.Response)
 	}
 	if status, refused := res.RefusedNodes[node.GetId()]; refused {
 		return nil, refusedReport(node.GetId(), status)
 	}
-	resp := &droverv1.UpdateAllocResponse{Index: g.index}
+	resp := &droverv1.UpdateAllocResponse{Index: g.Index}
 	if len(res.UnknownAllocs) > 0 {
 		mine := make(map[string]bool, len(group.GetAllocs()))
 		for _, u := range group.GetAllocs() {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/droverhq/drover/internal/groupcommit"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -136,9 +137,9 @@ type services struct {
 	// for streams, which the forwarder does not carry.
 	peerConn      func(addr string) (*grpc.ClientConn, error)
 	logger        *slog.Logger
-	reports       *committer[*droverv1.NodeAllocUpdates]
-	registrations *committer[*droverv1.Node]
-	statuses      *committer[*droverv1.NodeStatusEntry]
+	reports       *groupcommit.Committer[*droverv1.NodeAllocUpdates]
+	registrations *groupcommit.Committer[*droverv1.Node]
+	statuses      *groupcommit.Committer[*droverv1.NodeStatusEntry]
 	shutdown      context.Context
 	// blocked counts blocking queries waiting for a change.
 	blocked atomic.Int64

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/droverhq/drover/fsm/state"
+	"github.com/droverhq/drover/internal/groupcommit"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
@@ -19,14 +20,14 @@ const (
 )
 
 func (s *services) newCommitters(reportWindow time.Duration) {
-	s.reports = &committer[*droverv1.NodeAllocUpdates]{
-		window: reportWindow, maxWeight: maxReportAllocs, write: s.writeReports,
+	s.reports = &groupcommit.Committer[*droverv1.NodeAllocUpdates]{
+		Window: reportWindow, MaxWeight: maxReportAllocs, Write: s.writeReports,
 	}
-	s.registrations = &committer[*droverv1.Node]{
-		maxWeight: maxRegistrations, write: s.writeRegistrations,
+	s.registrations = &groupcommit.Committer[*droverv1.Node]{
+		MaxWeight: maxRegistrations, Write: s.writeRegistrations,
 	}
-	s.statuses = &committer[*droverv1.NodeStatusEntry]{
-		maxWeight: maxStatusUpdates, write: s.writeStatuses,
+	s.statuses = &groupcommit.Committer[*droverv1.NodeStatusEntry]{
+		MaxWeight: maxStatusUpdates, Write: s.writeStatuses,
 	}
 }
 

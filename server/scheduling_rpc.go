@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/droverhq/drover/fsm/state"
+	"github.com/droverhq/drover/internal/groupcommit"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/rpc"
 )
@@ -18,6 +19,19 @@ var _ rpc.Scheduling = (*schedulingService)(nil)
 type schedulingService struct {
 	sc      *scheduling
 	workers *workerPool
+	// evals writes the workers' evaluations, those that arrive while one
+	// entry of them is in flight together in the next.
+	evals *groupcommit.Committer[*droverv1.Evaluation]
+}
+
+// maxEvalsPerEntry bounds the evaluations the workers' writes share one
+// raft entry with.
+const maxEvalsPerEntry = 128
+
+func newSchedulingService(sc *scheduling, workers *workerPool) *schedulingService {
+	h := &schedulingService{sc: sc, workers: workers}
+	h.evals = &groupcommit.Committer[*droverv1.Evaluation]{MaxWeight: maxEvalsPerEntry, Write: h.writeEvals}
+	return h
 }
 
 // Dequeue hands out the next evaluation with the index the worker must
@@ -110,9 +124,26 @@ func (h *schedulingService) ReblockEval(_ context.Context, ev *droverv1.Evaluati
 	return stored.GetModifyIndex(), nil
 }
 
+// writeEval writes one worker's evaluation, in an entry shared with the
+// evaluations of other workers written at the same time. The FSM refuses
+// an evaluation only when it lacks its job or status, which the request's
+// validation already refused, so one worker's evaluation cannot fail the
+// others'. If ctx ends first the evaluation is still written.
 func (h *schedulingService) writeEval(ctx context.Context, ev *droverv1.Evaluation) (uint64, error) {
-	index, _, err := h.sc.s.Apply(ctx, droverv1.MessageTypeEvalUpdate, &droverv1.EvalUpdateEntry{Evals: []*droverv1.Evaluation{ev}})
-	return index, err
+	g, _, err := h.evals.Submit(ctx, ev, 1)
+	if err != nil {
+		return 0, fmt.Errorf("write evaluation %s: %w", ev.GetId(), err)
+	}
+	return g.Index, nil
+}
+
+// writeEvals writes workers' evaluations as one entry.
+func (h *schedulingService) writeEvals(evals []*droverv1.Evaluation) (uint64, any, error) {
+	index, _, err := h.sc.s.Apply(context.Background(), droverv1.MessageTypeEvalUpdate, &droverv1.EvalUpdateEntry{Evals: evals})
+	if err != nil {
+		h.sc.s.logger.Warn("writing evaluations failed", "evals", len(evals), "err", err)
+	}
+	return index, nil, err
 }
 
 // Stats reports the broker, blocked evaluations and plan queue.

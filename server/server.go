@@ -205,7 +205,7 @@ func New(cfg Config) (s *Server, err error) {
 		return nil, err
 	}
 	cleanups = append(cleanups, s.closeAuditLog)
-	schedulingRPC := &schedulingService{sc: s.sched, workers: s.workers}
+	schedulingRPC := newSchedulingService(s.sched, s.workers)
 	s.rpc = rpc.NewServer(s, s, rpc.Config{
 		Logger:                   s.logger.With("component", "rpc"),
 		UpdateAllocBatchInterval: cfg.UpdateAllocBatchInterval,

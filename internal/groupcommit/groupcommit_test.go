@@ -1,4 +1,4 @@
-package rpc
+package groupcommit
 
 import (
 	"context"
@@ -26,19 +26,19 @@ func TestCommitterBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var written [][]int
-			c := &committer[int]{
+			c := &Committer[int]{
 				// The window never ends during the test: only the bound and
 				// the final windowEnded write groups.
-				window:    time.Hour,
-				maxWeight: 10,
-				write: func(items []int) (uint64, any, error) {
+				Window:    time.Hour,
+				MaxWeight: 10,
+				Write: func(items []int) (uint64, any, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					written = append(written, slices.Clone(items))
 					return 1, nil, nil
 				},
 			}
-			var groups []*commitGroup[int]
+			var groups []*Group[int]
 			for _, w := range tc.weights {
 				g, _ := c.add(w, w)
 				if len(groups) == 0 || groups[len(groups)-1] != g {
