@@ -89,6 +89,9 @@ type Usage struct {
 	dynamicPorts, portEntries int
 	// base is the frozen usage this one lies over, or nil.
 	base *Usage
+	// failed is the first reason an Add to this usage or one below it
+	// reported, or "".
+	failed string
 	// frozen marks a usage that may be shared: Add panics on it, since a
 	// change would show through every overlay and race with their reads.
 	frozen bool
@@ -163,9 +166,14 @@ func (u *Usage) Overlay() *Usage {
 		capCPU: u.capCPU, capMemory: u.capMemory, capDisk: u.capDisk,
 		CPU: u.CPU, Memory: u.Memory, Disk: u.Disk,
 		dynamicPorts: u.dynamicPorts, portEntries: u.portEntries,
-		base: u,
+		base: u, failed: u.failed,
 	}
 }
+
+// Failed returns the first reason an Add to u, or to a usage u lies over,
+// returned: "" if every allocation counted fit as it was added. The plan
+// applier takes a cached usage only when it has none.
+func (u *Usage) Failed() string { return u.failed }
 
 // PortsSurelyFree reports whether n ports can surely be drawn from the
 // node's dynamic range (FreeDynamicPort) on top of what is held: fewer
@@ -246,6 +254,9 @@ func (u *Usage) Add(a *droverv1.Allocation) string {
 			u.ips = make(map[string]string) // most jobs ask for no address
 		}
 		u.ips[ip] = a.GetId()
+	}
+	if u.failed == "" {
+		u.failed = failed
 	}
 	return failed
 }

@@ -3,6 +3,7 @@ package fit
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -210,6 +211,39 @@ func TestPortsSurelyFree(t *testing.T) {
 					t.Fatalf("promised %d ports, found %d", tc.n, len(drawn))
 				}
 				drawn = append(drawn, p)
+			}
+		})
+	}
+}
+
+// TestFailedRemembersFirstReason checks that a usage keeps the first reason
+// an allocation did not fit, through the overlays laid on it, and that a
+// usage everything fit on has none.
+func TestFailedRemembersFirstReason(t *testing.T) {
+	tests := []struct {
+		name        string
+		base, ontop []*droverv1.Allocation
+		want        string
+	}{
+		{"all fit", layerBase(), []*droverv1.Allocation{alloc("o1", running, 100, "", 20100)}, ""},
+		{"reserved port held below", []*droverv1.Allocation{alloc("b1", running, 100, "", 22)}, nil, "port 22 is reserved on the node"},
+		{"port held twice below", []*droverv1.Allocation{alloc("b1", running, 100, "", 20000), alloc("b2", running, 100, "", 20000)}, nil, "port 20000 already held by allocation b1"},
+		{"cpu over on top, then a port", layerBase(), []*droverv1.Allocation{alloc("o1", running, 1000, "", 20100), alloc("o2", running, 0, "", 22)}, DimensionCPU},
+		{"address held twice on top", layerBase(), []*droverv1.Allocation{alloc("o1", running, 10, "10.0.0.1")}, "address 10.0.0.1 already held by allocation b1"},
+		{"complete allocation holds nothing", layerBase(), []*droverv1.Allocation{alloc("o1", complete, 5000, "", 22)}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := NewUsage(layerNode())
+			for _, a := range tt.base {
+				base.Add(a)
+			}
+			top := base.Freeze().Overlay()
+			for _, a := range tt.ontop {
+				top.Add(a)
+			}
+			if got := top.Failed(); !strings.Contains(got, tt.want) || (tt.want == "") != (got == "") {
+				t.Errorf("Failed() = %q, want %q", got, tt.want)
 			}
 		})
 	}

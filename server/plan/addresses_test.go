@@ -187,53 +187,55 @@ var addrCases = []addrCase{
 // newest state, never one held, in flight, asked for elsewhere in the plan
 // or outside the network; and that the plan itself is left as it was.
 func TestVerifyPlanReplacesTakenAddresses(t *testing.T) {
-	for _, tc := range addrCases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			j, ev := f.job()
-			p, inflight := tc.build(f, j, ev)
-			orig := p.CloneVT()
-			var ov *overlay
-			if inflight != nil {
-				ov = newOverlay()
-				ov.add(inflight)
-			}
-			ver := verifyPlan(f.st.Snapshot(), p, ov, tc.pool, nil)
-			if !p.EqualVT(orig) {
-				t.Fatal("verification changed the plan it was given")
-			}
-			accepted := map[string]*droverv1.NodePlan{}
-			for _, np := range ver.accepted {
-				accepted[np.GetNodeId()] = np
-			}
-			pos := 0
-			for i, np := range p.GetNodePlans() {
-				got := accepted[np.GetNodeId()]
-				if tc.want[i] != "" {
-					if got != nil {
-						t.Fatalf("node plan %d accepted, want rejected with %q", i, tc.want[i])
-					}
-					r := slices.IndexFunc(ver.rejected, func(r rejection) bool { return r.nodeID == np.GetNodeId() })
-					if r < 0 || !strings.Contains(ver.rejected[r].reason, tc.want[i]) {
-						t.Fatalf("node plan %d: rejections %+v, want %q", i, ver.rejected, tc.want[i])
-					}
-					pos += len(np.GetAllocations())
-					continue
+	for _, mode := range cacheModes {
+		for _, tc := range addrCases {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
+				f := newFixture(t)
+				j, ev := f.job()
+				p, inflight := tc.build(f, j, ev)
+				orig := p.CloneVT()
+				var ov *overlay
+				if inflight != nil {
+					ov = newOverlay()
+					ov.add(inflight)
 				}
-				if got == nil {
-					t.Fatalf("node plan %d rejected: %+v", i, ver.rejected)
+				ver := verifyPlan(f.st.Snapshot(), p, ov, tc.pool, f.cache(mode.cached))
+				if !p.EqualVT(orig) {
+					t.Fatal("verification changed the plan it was given")
 				}
-				for k, a := range got.GetAllocations() {
-					if a.GetId() != np.GetAllocations()[k].GetId() {
-						t.Fatalf("node plan %d: allocation %d is %s, want %s", i, k, a.GetId(), np.GetAllocations()[k].GetId())
-					}
-					if allowed := tc.ips[pos]; !slices.Contains(allowed, a.GetResources().GetIp()) {
-						t.Errorf("node plan %d allocation %d: address %s, want one of %v", i, k, a.GetResources().GetIp(), allowed)
-					}
-					pos++
+				accepted := map[string]*droverv1.NodePlan{}
+				for _, np := range ver.accepted {
+					accepted[np.GetNodeId()] = np
 				}
-			}
-		})
+				pos := 0
+				for i, np := range p.GetNodePlans() {
+					got := accepted[np.GetNodeId()]
+					if tc.want[i] != "" {
+						if got != nil {
+							t.Fatalf("node plan %d accepted, want rejected with %q", i, tc.want[i])
+						}
+						r := slices.IndexFunc(ver.rejected, func(r rejection) bool { return r.nodeID == np.GetNodeId() })
+						if r < 0 || !strings.Contains(ver.rejected[r].reason, tc.want[i]) {
+							t.Fatalf("node plan %d: rejections %+v, want %q", i, ver.rejected, tc.want[i])
+						}
+						pos += len(np.GetAllocations())
+						continue
+					}
+					if got == nil {
+						t.Fatalf("node plan %d rejected: %+v", i, ver.rejected)
+					}
+					for k, a := range got.GetAllocations() {
+						if a.GetId() != np.GetAllocations()[k].GetId() {
+							t.Fatalf("node plan %d: allocation %d is %s, want %s", i, k, a.GetId(), np.GetAllocations()[k].GetId())
+						}
+						if allowed := tc.ips[pos]; !slices.Contains(allowed, a.GetResources().GetIp()) {
+							t.Errorf("node plan %d allocation %d: address %s, want one of %v", i, k, a.GetResources().GetIp(), allowed)
+						}
+						pos++
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/droverhq/drover/fsm/state"
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/scheduler"
 )
 
 // testTimeout bounds every wait in these tests.
@@ -28,6 +29,9 @@ type fixture struct {
 	seq int
 	// flying are allocations a test case puts in the plan in flight.
 	flying []*droverv1.Allocation
+	// usage is the usage cache a cached verification reads; a case fills
+	// it with warm to leave an entry built from an older state.
+	usage *scheduler.UsageCache
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -36,7 +40,30 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, st: st}
+	return &fixture{t: t, st: st, usage: scheduler.NewUsageCache()}
+}
+
+// warm counts the node's allocation row as stored now into the fixture's
+// usage cache, as a scheduler pass would.
+func (f *fixture) warm(node *droverv1.Node) {
+	snap := f.st.Snapshot()
+	f.usage.Base(snap.NodeByID(node.GetId()), snap.NodeAllocsShared(node.GetId()))
+}
+
+// cacheModes are the two ways the applier counts what a node holds: every
+// allocation again, or from the server's usage cache where it may
+// (verifier.cachedHeld). Table tests of verification run in both.
+var cacheModes = []struct {
+	name   string
+	cached bool
+}{{"uncached", false}, {"cached", true}}
+
+// cache is the usage cache a verification in the mode reads, or nil.
+func (f *fixture) cache(cached bool) *scheduler.UsageCache {
+	if cached {
+		return f.usage
+	}
+	return nil
 }
 
 // write applies one entry at the next index and returns the index.
@@ -73,6 +100,24 @@ func (f *fixture) node(status droverv1.NodeStatus, edit ...func(*droverv1.Node))
 		f.setStatus(n.GetId(), status)
 	}
 	return f.st.Snapshot().NodeByID(n.GetId())
+}
+
+// reregister registers the node again, changed by edit, as its agent
+// would after a restart, and brings it back to ready.
+func (f *fixture) reregister(node *droverv1.Node, edit func(*droverv1.Node)) {
+	f.t.Helper()
+	n := node.CloneVT()
+	edit(n)
+	f.mustWrite("register node again", func(i uint64) error {
+		res, _, err := f.st.UpsertNodes(i, &droverv1.NodeRegisterEntry{Nodes: []*droverv1.Node{n}, RegisteredAt: 1})
+		if err != nil {
+			return err
+		}
+		return res.Errors[0]
+	})
+	if f.st.Snapshot().NodeByID(n.GetId()).GetStatus() != ready {
+		f.setStatus(n.GetId(), ready)
+	}
 }
 
 func (f *fixture) setStatus(nodeID string, status droverv1.NodeStatus) {

@@ -78,55 +78,57 @@ func TestVerifyPlanReplacesTakenDynamicPorts(t *testing.T) {
 			return newPlan(ev, nodePlan(n, []*droverv1.Allocation{withHTTP(f.alloc(n, j, 10, 10), taken)})), nil, nil
 		}, 0, "already held by allocation"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			p, inflight, avoid := tt.build(f)
-			var ov *overlay
-			if inflight != nil {
-				ov = newOverlay()
-				ov.add(inflight)
-			}
-			var submitted []int32
-			for _, a := range p.GetNodePlans()[0].GetAllocations() {
-				submitted = append(submitted, portOf(a))
-			}
-			ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{}, nil)
-			for i, a := range p.GetNodePlans()[0].GetAllocations() {
-				if portOf(a) != submitted[i] {
-					t.Errorf("submitted allocation %s changed from port %d to %d: the applier must work on copies", a.GetId(), submitted[i], portOf(a))
+	for _, mode := range cacheModes {
+		for _, tt := range tests {
+			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
+				f := newFixture(t)
+				p, inflight, avoid := tt.build(f)
+				var ov *overlay
+				if inflight != nil {
+					ov = newOverlay()
+					ov.add(inflight)
 				}
-			}
-			if tt.reject != "" {
-				if len(ver.rejected) != 1 || !strings.Contains(ver.rejected[0].reason, tt.reject) {
-					t.Fatalf("rejections %+v, want the node rejected with %q", ver.rejected, tt.reject)
+				var submitted []int32
+				for _, a := range p.GetNodePlans()[0].GetAllocations() {
+					submitted = append(submitted, portOf(a))
 				}
-				return
-			}
-			if len(ver.rejected) != 0 || len(ver.accepted) != 1 {
-				t.Fatalf("rejections %+v, %d node plans accepted; want the node accepted", ver.rejected, len(ver.accepted))
-			}
-			if ver.portsReplaced != tt.wantReplaced {
-				t.Errorf("%d ports replaced, want %d", ver.portsReplaced, tt.wantReplaced)
-			}
-			node := f.st.Snapshot().NodeByID(p.GetNodePlans()[0].GetNodeId())
-			first, last := fit.DynamicPortRange(node)
-			seen := map[int32]bool{}
-			for _, a := range ver.accepted[0].GetAllocations() {
-				port := portOf(a)
-				for _, bad := range avoid {
-					if port == bad {
-						t.Errorf("allocation %s kept port %d, which is taken", a.GetId(), port)
+				ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{}, f.cache(mode.cached))
+				for i, a := range p.GetNodePlans()[0].GetAllocations() {
+					if portOf(a) != submitted[i] {
+						t.Errorf("submitted allocation %s changed from port %d to %d: the applier must work on copies", a.GetId(), submitted[i], portOf(a))
 					}
 				}
-				if seen[port] {
-					t.Errorf("port %d given twice in the node plan", port)
+				if tt.reject != "" {
+					if len(ver.rejected) != 1 || !strings.Contains(ver.rejected[0].reason, tt.reject) {
+						t.Fatalf("rejections %+v, want the node rejected with %q", ver.rejected, tt.reject)
+					}
+					return
 				}
-				seen[port] = true
-				if port < first || port > last {
-					t.Errorf("allocation %s got port %d, outside the node's dynamic range %d-%d", a.GetId(), port, first, last)
+				if len(ver.rejected) != 0 || len(ver.accepted) != 1 {
+					t.Fatalf("rejections %+v, %d node plans accepted; want the node accepted", ver.rejected, len(ver.accepted))
 				}
-			}
-		})
+				if ver.portsReplaced != tt.wantReplaced {
+					t.Errorf("%d ports replaced, want %d", ver.portsReplaced, tt.wantReplaced)
+				}
+				node := f.st.Snapshot().NodeByID(p.GetNodePlans()[0].GetNodeId())
+				first, last := fit.DynamicPortRange(node)
+				seen := map[int32]bool{}
+				for _, a := range ver.accepted[0].GetAllocations() {
+					port := portOf(a)
+					for _, bad := range avoid {
+						if port == bad {
+							t.Errorf("allocation %s kept port %d, which is taken", a.GetId(), port)
+						}
+					}
+					if seen[port] {
+						t.Errorf("port %d given twice in the node plan", port)
+					}
+					seen[port] = true
+					if port < first || port > last {
+						t.Errorf("allocation %s got port %d, outside the node's dynamic range %d-%d", a.GetId(), port, first, last)
+					}
+				}
+			})
+		}
 	}
 }

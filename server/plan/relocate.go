@@ -130,18 +130,34 @@ func (v *verifier) roomOn(nodeID string) *fit.Usage {
 }
 
 // countRoom counts what the node holds with everything accepted so far:
-// the cached usage of its stored allocations with the in-flight and
-// accepted ones on top, when those only add allocations; else (one of them
-// changes a stored allocation, or accepted changes an in-flight one) every
-// allocation again.
+// from the usage cache when it can (cachedRoom), else every allocation
+// again.
 func (v *verifier) countRoom(node *droverv1.Node) *fit.Usage {
 	row := v.snap.NodeAllocsShared(node.GetId()) // read only
-	inflight, accepted := v.inflight.onNode(node.GetId()), v.accepted.onNode(node.GetId())
-	if v.usage == nil || !v.onlyAdds(inflight, accepted) {
-		u, _ := heldUsage(node, v.held(node.GetId(), &droverv1.NodePlan{NodeId: node.GetId()}, row))
+	if u := v.cachedRoom(node, row); u != nil {
 		return u
 	}
-	u := v.usage.Base(node, row).Overlay()
+	u, _ := heldUsage(node, v.held(node.GetId(), &droverv1.NodePlan{NodeId: node.GetId()}, row))
+	return u
+}
+
+// cachedRoom returns, frozen, the cached usage of the node's stored
+// allocations (row) with the in-flight and accepted ones on top; nil
+// without a cache, or when those do more than add allocations (one of them
+// changes a stored allocation, or accepted changes an in-flight one).
+func (v *verifier) cachedRoom(node *droverv1.Node, row []*droverv1.Allocation) *fit.Usage {
+	if v.usage == nil {
+		return nil
+	}
+	inflight, accepted := v.inflight.onNode(node.GetId()), v.accepted.onNode(node.GetId())
+	if !v.onlyAdds(inflight, accepted) {
+		return nil
+	}
+	u := v.usage.Base(node, row)
+	if len(inflight)+len(accepted) == 0 {
+		return u
+	}
+	u = u.Overlay()
 	for _, a := range inflight {
 		u.Add(a)
 	}

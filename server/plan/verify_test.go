@@ -47,11 +47,13 @@ type verifyCase struct {
 var verifyCases = []verifyCase{
 	{"fits", func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
 		n := f.node(ready)
+		f.warm(n)
 		f.place(f.alloc(n, j, 1000, 1000))
 		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, nodeCPU-1000, nodeMemory-1000)})), nil, []string{""}
 	}},
 	{"cpu over", func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
 		n := f.node(ready)
+		f.warm(n)
 		f.place(f.alloc(n, j, 3000, 100))
 		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, 1000, 100)})), nil, []string{"cpu"}
 	}},
@@ -92,6 +94,32 @@ var verifyCases = []verifyCase{
 		a := f.alloc(n, j, 100, 100)
 		a.Resources.Ports[0].Value = 22005
 		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{a})), nil, []string{"port 22005 is reserved on the node"}
+	}},
+	{"static port reserved on the node after an allocation took it", func(f *fixture, _ *droverv1.Job, _ *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
+		// What the node holds does not fit by itself: it takes nothing new,
+		// even a placement that collides with nothing.
+		j, ev := f.job(staticHTTP)
+		n := f.node(ready)
+		held := f.alloc(n, j, 100, 100)
+		held.Resources.Ports[0].Value = 22005
+		f.place(held)
+		f.warm(n)
+		f.reregister(n, func(n *droverv1.Node) { n.Reserved.Ports = []*droverv1.PortRange{{First: 22000, Last: 22010}} })
+		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, 100, 100)})), nil, []string{"port 22005 is reserved on the node"}
+	}},
+	{"node shrank below what it holds", func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
+		n := f.node(ready)
+		f.place(f.alloc(n, j, 3000, 100))
+		f.warm(n)
+		f.reregister(n, func(n *droverv1.Node) { n.Resources.CpuMhz = 2000 })
+		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, 0, 100)})), nil, []string{"cpu"}
+	}},
+	{"in-flight allocation over a warm cache", func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
+		n := f.node(ready)
+		f.place(f.alloc(n, j, 1000, 100))
+		f.warm(n)
+		inflight := []*droverv1.Allocation{f.alloc(n, j, 2000, 100)}
+		return newPlan(ev, nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, 1000, 100)})), inflight, []string{"cpu"}
 	}},
 	{"address held on another node", func(f *fixture, j *droverv1.Job, ev *droverv1.Evaluation) (*droverv1.Plan, []*droverv1.Allocation, []string) {
 		n, other := f.node(ready), f.node(ready)
@@ -237,19 +265,21 @@ var verifyCases = []verifyCase{
 }
 
 func TestVerifyPlan(t *testing.T) {
-	for _, tc := range verifyCases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			j, ev := f.job()
-			p, inflight, want := tc.build(f, j, ev)
-			var ov *overlay
-			if inflight != nil {
-				ov = newOverlay()
-				ov.add(inflight)
-			}
-			ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{}, nil)
-			checkVerification(t, p, ver, want)
-		})
+	for _, mode := range cacheModes {
+		for _, tc := range verifyCases {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
+				f := newFixture(t)
+				j, ev := f.job()
+				p, inflight, want := tc.build(f, j, ev)
+				var ov *overlay
+				if inflight != nil {
+					ov = newOverlay()
+					ov.add(inflight)
+				}
+				ver := verifyPlan(f.st.Snapshot(), p, ov, netip.Prefix{}, f.cache(mode.cached))
+				checkVerification(t, p, ver, want)
+			})
+		}
 	}
 }
 
