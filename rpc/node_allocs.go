@@ -177,15 +177,23 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 		// holds the ones these allocations run.
 		answered = s.backend.State().Snapshot()
 	}
-	resp.Jobs = jobVersionsOf(answered, resp.Allocs)
+	resp.Jobs = jobVersionsOf(answered, resp.Allocs, req.GetKnownJobs())
 	return resp, nil
 }
 
-// jobVersionsOf returns the job versions the allocations run, each once.
-func jobVersionsOf(snap *state.Snapshot, allocs []*droverv1.Allocation) []*droverv1.Job {
+// jobVersionsOf returns the job versions the allocations run, each once,
+// less those the agent holds already (known). An agent wakes once per
+// placement on its node and each answer lists all its allocations; without
+// known, every answer carried every job version again, most of the
+// encoding of a busy server's answers.
+func jobVersionsOf(snap *state.Snapshot, allocs []*droverv1.Allocation, known []*droverv1.KnownJobVersion) []*droverv1.Job {
 	type version struct {
 		id string
 		v  uint64
+	}
+	held := make(map[version]uint64, len(known))
+	for _, k := range known {
+		held[version{k.GetJobId(), k.GetVersion()}] = k.GetJobModifyIndex()
 	}
 	seen := make(map[version]struct{})
 	var jobs []*droverv1.Job
@@ -195,9 +203,14 @@ func jobVersionsOf(snap *state.Snapshot, allocs []*droverv1.Allocation) []*drove
 			continue
 		}
 		seen[k] = struct{}{}
-		if j := snap.JobVersion(k.id, k.v); j != nil {
-			jobs = append(jobs, j)
+		j := snap.JobVersion(k.id, k.v)
+		if j == nil {
+			continue
 		}
+		if at, ok := held[k]; ok && at == j.GetJobModifyIndex() {
+			continue
+		}
+		jobs = append(jobs, j)
 	}
 	return jobs
 }

@@ -1,6 +1,7 @@
 package rpc_test
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -195,6 +196,10 @@ func TestGetAllocsRejections(t *testing.T) {
 		{"wrong secret", &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: mock.ID()}, codes.PermissionDenied, ""},
 		{"bad node id", &droverv1.GetAllocsRequest{NodeId: "n", SecretId: n.GetSecretId()}, codes.InvalidArgument, "node_id"},
 		{"no secret", &droverv1.GetAllocsRequest{NodeId: n.GetId()}, codes.InvalidArgument, "secret_id"},
+		{"bad known job id", &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			KnownJobs: []*droverv1.KnownJobVersion{{JobId: "web"}, {JobId: "no spaces"}}}, codes.InvalidArgument, "known_jobs[1].job_id"},
+		{"too many known jobs", &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			KnownJobs: make([]*droverv1.KnownJobVersion, droverv1.MaxKnownJobs+1)}, codes.InvalidArgument, "known_jobs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,6 +228,62 @@ func TestGetAllocsReturnsAllocsAndJobs(t *testing.T) {
 	}
 	if len(resp.GetJobs()) != 1 || resp.GetJobs()[0].GetId() != job.GetId() || resp.GetJobs()[0].GetVersion() != job.GetVersion() {
 		t.Errorf("jobs = %v, want the one job version the allocations run", resp.GetJobs())
+	}
+}
+
+// TestGetAllocsLeavesOutKnownJobs checks that an answer leaves out the job
+// versions the agent says it holds, and only those: a version named with
+// another job_modify_index (the job purged and registered again under the
+// same number) is sent.
+func TestGetAllocsLeavesOutKnownJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.register()
+	web, db := e.job(2), e.job(2)
+	e.place(n, web, 2)
+	e.place(n, db, 1)
+	ask := func(known ...*droverv1.KnownJobVersion) map[string]*droverv1.Job {
+		t.Helper()
+		resp, err := e.nodes.GetAllocs(e.ctx(), &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(), KnownJobs: known})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetAllocs()) != 3 {
+			t.Fatalf("%d allocations, want all 3 whatever the agent knows", len(resp.GetAllocs()))
+		}
+		jobs := make(map[string]*droverv1.Job)
+		for _, j := range resp.GetJobs() {
+			jobs[j.GetId()] = j
+		}
+		return jobs
+	}
+	all := ask()
+	if len(all) != 2 || all[web.GetId()] == nil || all[db.GetId()] == nil {
+		t.Fatalf("jobs %v, want both versions with nothing known", slices.Collect(maps.Keys(all)))
+	}
+	held := func(j *droverv1.Job, modifyIndex uint64) *droverv1.KnownJobVersion {
+		return &droverv1.KnownJobVersion{JobId: j.GetId(), Version: j.GetVersion(), JobModifyIndex: modifyIndex}
+	}
+	w := all[web.GetId()]
+	tests := []struct {
+		name  string
+		known []*droverv1.KnownJobVersion
+		want  []string
+	}{
+		{"one known", []*droverv1.KnownJobVersion{held(w, w.GetJobModifyIndex())}, []string{db.GetId()}},
+		{"both known", []*droverv1.KnownJobVersion{held(w, w.GetJobModifyIndex()), held(all[db.GetId()], all[db.GetId()].GetJobModifyIndex())}, nil},
+		{"known under another modify index", []*droverv1.KnownJobVersion{held(w, w.GetJobModifyIndex()+1)}, []string{db.GetId(), web.GetId()}},
+		{"another version known", []*droverv1.KnownJobVersion{{JobId: w.GetId(), Version: w.GetVersion() + 1, JobModifyIndex: w.GetJobModifyIndex()}}, []string{db.GetId(), web.GetId()}},
+		{"a job not running here known", []*droverv1.KnownJobVersion{{JobId: "elsewhere", Version: 0, JobModifyIndex: 7}}, []string{db.GetId(), web.GetId()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := slices.Sorted(maps.Keys(ask(tt.known...)))
+			want := slices.Sorted(slices.Values(tt.want))
+			if !slices.Equal(got, want) {
+				t.Errorf("jobs sent %v, want %v", got, want)
+			}
+		})
 	}
 }
 

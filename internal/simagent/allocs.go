@@ -63,11 +63,26 @@ type allocSet struct {
 
 	mu sync.Mutex
 	m  map[string]*simAlloc
+	// jobs are the job versions the last answers carried that its
+	// allocations still run; the next GetAllocs names them (known), so
+	// that the servers leave them out.
+	jobs map[jobVersionKey]*droverv1.Job
 }
 
 func newAllocSet(startDelay, batchRun int64, failureRate float64, healthDelay int64) *allocSet {
 	return &allocSet{startDelay: startDelay, batchRun: batchRun, failureRate: failureRate, healthDelay: healthDelay,
-		m: make(map[string]*simAlloc)}
+		m: make(map[string]*simAlloc), jobs: make(map[jobVersionKey]*droverv1.Job)}
+}
+
+// known lists the job versions the agent holds, for GetAllocs.
+func (s *allocSet) known() []*droverv1.KnownJobVersion {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*droverv1.KnownJobVersion, 0, len(s.jobs))
+	for k, j := range s.jobs {
+		out = append(out, &droverv1.KnownJobVersion{JobId: k.id, Version: k.version, JobModifyIndex: j.GetJobModifyIndex()})
+	}
+	return out
 }
 
 // change says what an update of the set calls for: whether there are
@@ -78,17 +93,26 @@ type change struct {
 }
 
 // apply merges the servers' view of the node's allocations at time now.
+// The answer's job versions join those held from earlier answers; versions
+// no allocation of the answer runs are dropped.
 func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
-	jobs := make(map[jobVersionKey]*droverv1.Job, len(resp.GetJobs()))
-	for _, j := range resp.GetJobs() {
-		jobs[jobVersionKey{j.GetId(), j.GetVersion()}] = j
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, j := range resp.GetJobs() {
+		s.jobs[jobVersionKey{j.GetId(), j.GetVersion()}] = j
+	}
 	present := make(map[string]bool, len(resp.GetAllocs()))
+	running := make(map[jobVersionKey]bool, len(s.jobs))
 	for _, a := range resp.GetAllocs() {
 		present[a.GetId()] = true
-		s.merge(a, jobs[jobVersionKey{a.GetJobId(), a.GetJobVersion()}], now)
+		k := jobVersionKey{a.GetJobId(), a.GetJobVersion()}
+		running[k] = true
+		s.merge(a, s.jobs[k], now)
+	}
+	for k := range s.jobs {
+		if !running[k] {
+			delete(s.jobs, k)
+		}
 	}
 	for id, a := range s.m {
 		// Collected by the servers after this agent's final report.

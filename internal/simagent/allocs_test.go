@@ -3,6 +3,7 @@ package simagent
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -339,5 +340,40 @@ func TestAllocSetHealth(t *testing.T) {
 				t.Errorf("changes remain after the servers acknowledged the health")
 			}
 		})
+	}
+}
+
+// TestAllocSetHoldsJobVersions checks that an agent keeps the job versions
+// of its allocations between answers, names them in its next GetAllocs, and
+// forgets a version once no allocation of the answer runs it: a batch
+// allocation placed after the answer that carried its job still runs as
+// batch when the servers leave the job out.
+func TestAllocSetHoldsJobVersions(t *testing.T) {
+	s := newAllocSet(startDelay, batchRun, 0, 0)
+	pending := droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
+	run := droverv1.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN
+	first := answer(serverAlloc("a1", "b", run, pending, 5), serverAlloc("a2", "s", run, pending, 5))
+	first.Jobs[1].JobModifyIndex = 4
+	s.apply(first, now)
+	knownIDs := func() []string {
+		var ids []string
+		for _, k := range s.known() {
+			ids = append(ids, fmt.Sprintf("%s@%d/%d", k.GetJobId(), k.GetVersion(), k.GetJobModifyIndex()))
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if got, want := knownIDs(), []string{"b@0/4", "s@0/0"}; !slices.Equal(got, want) {
+		t.Fatalf("known after the first answer %v, want %v", got, want)
+	}
+	// The next answer leaves both jobs out, as the servers do for known
+	// versions; a2 is gone (collected).
+	s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{
+		serverAlloc("a1", "b", run, pending, 5), serverAlloc("a3", "b", run, pending, 6)}}, now)
+	if !s.m["a3"].batch {
+		t.Error("a3 of batch job b adopted as a service allocation: the held job version was not used")
+	}
+	if got, want := knownIDs(), []string{"b@0/4"}; !slices.Equal(got, want) {
+		t.Errorf("known after job s left the node %v, want %v", got, want)
 	}
 }

@@ -449,7 +449,11 @@ type GetAllocsRequest struct {
 	MaxWaitNs int64 `protobuf:"varint,4,opt,name=max_wait_ns,json=maxWaitNs,proto3" json:"max_wait_ns,omitempty"`
 	// Longest wait; unset, zero or less means 5 minutes, longer waits are cut
 	// to 5 minutes.
-	MaxWait       *durationpb.Duration `protobuf:"bytes,5,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	MaxWait *durationpb.Duration `protobuf:"bytes,5,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	// Job versions the agent holds from earlier answers: the answer leaves
+	// them out of jobs, since a job version never changes once written. At
+	// most 4096.
+	KnownJobs     []*KnownJobVersion `protobuf:"bytes,6,rep,name=known_jobs,json=knownJobs,proto3" json:"known_jobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -520,12 +524,84 @@ func (x *GetAllocsRequest) GetMaxWait() *durationpb.Duration {
 	return nil
 }
 
+func (x *GetAllocsRequest) GetKnownJobs() []*KnownJobVersion {
+	if x != nil {
+		return x.KnownJobs
+	}
+	return nil
+}
+
+// KnownJobVersion is a job version an agent holds. job_modify_index tells
+// it from another version written under the same number (the job purged
+// and registered again, or the state restored from a backup), which the
+// answer then carries.
+type KnownJobVersion struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	JobId          string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Version        uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	JobModifyIndex uint64                 `protobuf:"varint,3,opt,name=job_modify_index,json=jobModifyIndex,proto3" json:"job_modify_index,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *KnownJobVersion) Reset() {
+	*x = KnownJobVersion{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KnownJobVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KnownJobVersion) ProtoMessage() {}
+
+func (x *KnownJobVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KnownJobVersion.ProtoReflect.Descriptor instead.
+func (*KnownJobVersion) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *KnownJobVersion) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *KnownJobVersion) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *KnownJobVersion) GetJobModifyIndex() uint64 {
+	if x != nil {
+		return x.JobModifyIndex
+	}
+	return 0
+}
+
 // GetAllocsResponse lists every allocation on the node, terminal ones
 // included, and the job versions they run.
 type GetAllocsResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Allocs []*Allocation          `protobuf:"bytes,1,rep,name=allocs,proto3" json:"allocs,omitempty"`
-	// The job versions the allocations refer to, one each.
+	// The job versions the allocations refer to, one each, less those the
+	// request named in known_jobs.
 	Jobs []*Job `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	// Pass as min_index to wait for the next change.
 	Index         uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
@@ -535,7 +611,7 @@ type GetAllocsResponse struct {
 
 func (x *GetAllocsResponse) Reset() {
 	*x = GetAllocsResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[7]
+	mi := &file_drover_v1_node_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +623,7 @@ func (x *GetAllocsResponse) String() string {
 func (*GetAllocsResponse) ProtoMessage() {}
 
 func (x *GetAllocsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[7]
+	mi := &file_drover_v1_node_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +636,7 @@ func (x *GetAllocsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAllocsResponse.ProtoReflect.Descriptor instead.
 func (*GetAllocsResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{7}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetAllocsResponse) GetAllocs() []*Allocation {
@@ -595,7 +671,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[8]
+	mi := &file_drover_v1_node_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +683,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[8]
+	mi := &file_drover_v1_node_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +696,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{8}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetNodeRequest) GetNodeId() string {
@@ -649,7 +725,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[9]
+	mi := &file_drover_v1_node_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +737,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[9]
+	mi := &file_drover_v1_node_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +750,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{9}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetNodeResponse) GetNode() *Node {
@@ -709,7 +785,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[10]
+	mi := &file_drover_v1_node_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +797,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[10]
+	mi := &file_drover_v1_node_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +810,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{10}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListNodesRequest) GetPage() *PageOptions {
@@ -764,7 +840,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[11]
+	mi := &file_drover_v1_node_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +852,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[11]
+	mi := &file_drover_v1_node_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +865,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{11}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -824,7 +900,7 @@ type NodeUsageRequest struct {
 
 func (x *NodeUsageRequest) Reset() {
 	*x = NodeUsageRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	mi := &file_drover_v1_node_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +912,7 @@ func (x *NodeUsageRequest) String() string {
 func (*NodeUsageRequest) ProtoMessage() {}
 
 func (x *NodeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	mi := &file_drover_v1_node_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +925,7 @@ func (x *NodeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUsageRequest.ProtoReflect.Descriptor instead.
 func (*NodeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeUsageRequest) GetPage() *PageOptions {
@@ -880,7 +956,7 @@ type NodeUsageResponse struct {
 
 func (x *NodeUsageResponse) Reset() {
 	*x = NodeUsageResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	mi := &file_drover_v1_node_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +968,7 @@ func (x *NodeUsageResponse) String() string {
 func (*NodeUsageResponse) ProtoMessage() {}
 
 func (x *NodeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	mi := &file_drover_v1_node_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +981,7 @@ func (x *NodeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUsageResponse.ProtoReflect.Descriptor instead.
 func (*NodeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodeUsageResponse) GetNodes() []*NodeUsage {
@@ -956,7 +1032,7 @@ type NodeUsage struct {
 
 func (x *NodeUsage) Reset() {
 	*x = NodeUsage{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	mi := &file_drover_v1_node_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1044,7 @@ func (x *NodeUsage) String() string {
 func (*NodeUsage) ProtoMessage() {}
 
 func (x *NodeUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	mi := &file_drover_v1_node_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1057,7 @@ func (x *NodeUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUsage.ProtoReflect.Descriptor instead.
 func (*NodeUsage) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{14}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeUsage) GetId() string {
@@ -1065,7 +1141,7 @@ type CpuMemory struct {
 
 func (x *CpuMemory) Reset() {
 	*x = CpuMemory{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	mi := &file_drover_v1_node_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1153,7 @@ func (x *CpuMemory) String() string {
 func (*CpuMemory) ProtoMessage() {}
 
 func (x *CpuMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	mi := &file_drover_v1_node_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1166,7 @@ func (x *CpuMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CpuMemory.ProtoReflect.Descriptor instead.
 func (*CpuMemory) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CpuMemory) GetCpuMhz() int64 {
@@ -1119,7 +1195,7 @@ type UpdateNodeEligibilityRequest struct {
 
 func (x *UpdateNodeEligibilityRequest) Reset() {
 	*x = UpdateNodeEligibilityRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[16]
+	mi := &file_drover_v1_node_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1207,7 @@ func (x *UpdateNodeEligibilityRequest) String() string {
 func (*UpdateNodeEligibilityRequest) ProtoMessage() {}
 
 func (x *UpdateNodeEligibilityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[16]
+	mi := &file_drover_v1_node_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1220,7 @@ func (x *UpdateNodeEligibilityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeEligibilityRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeEligibilityRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{16}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateNodeEligibilityRequest) GetNodeId() string {
@@ -1173,7 +1249,7 @@ type UpdateNodeEligibilityResponse struct {
 
 func (x *UpdateNodeEligibilityResponse) Reset() {
 	*x = UpdateNodeEligibilityResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[17]
+	mi := &file_drover_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1261,7 @@ func (x *UpdateNodeEligibilityResponse) String() string {
 func (*UpdateNodeEligibilityResponse) ProtoMessage() {}
 
 func (x *UpdateNodeEligibilityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[17]
+	mi := &file_drover_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1274,7 @@ func (x *UpdateNodeEligibilityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeEligibilityResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeEligibilityResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{17}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateNodeEligibilityResponse) GetIndex() uint64 {
@@ -1242,7 +1318,7 @@ type UpdateNodeDrainRequest struct {
 
 func (x *UpdateNodeDrainRequest) Reset() {
 	*x = UpdateNodeDrainRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[18]
+	mi := &file_drover_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1330,7 @@ func (x *UpdateNodeDrainRequest) String() string {
 func (*UpdateNodeDrainRequest) ProtoMessage() {}
 
 func (x *UpdateNodeDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[18]
+	mi := &file_drover_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1343,7 @@ func (x *UpdateNodeDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeDrainRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeDrainRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{18}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateNodeDrainRequest) GetNodeId() string {
@@ -1332,7 +1408,7 @@ type UpdateNodeDrainResponse struct {
 
 func (x *UpdateNodeDrainResponse) Reset() {
 	*x = UpdateNodeDrainResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[19]
+	mi := &file_drover_v1_node_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1420,7 @@ func (x *UpdateNodeDrainResponse) String() string {
 func (*UpdateNodeDrainResponse) ProtoMessage() {}
 
 func (x *UpdateNodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[19]
+	mi := &file_drover_v1_node_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1433,7 @@ func (x *UpdateNodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{19}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateNodeDrainResponse) GetIndex() uint64 {
@@ -1405,13 +1481,19 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\x06allocs\x18\x03 \x03(\v2\x1c.drover.v1.AllocClientUpdateR\x06allocs\"W\n" +
 	"\x13UpdateAllocResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12*\n" +
-	"\x11unknown_alloc_ids\x18\x02 \x03(\tR\x0funknownAllocIds\"\xbf\x01\n" +
+	"\x11unknown_alloc_ids\x18\x02 \x03(\tR\x0funknownAllocIds\"\xfa\x01\n" +
 	"\x10GetAllocsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tsecret_id\x18\x02 \x01(\tR\bsecretId\x12\x1b\n" +
 	"\tmin_index\x18\x03 \x01(\x04R\bminIndex\x12\"\n" +
 	"\vmax_wait_ns\x18\x04 \x01(\x03B\x02\x18\x01R\tmaxWaitNs\x124\n" +
-	"\bmax_wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\"|\n" +
+	"\bmax_wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x129\n" +
+	"\n" +
+	"known_jobs\x18\x06 \x03(\v2\x1a.drover.v1.KnownJobVersionR\tknownJobs\"l\n" +
+	"\x0fKnownJobVersion\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12(\n" +
+	"\x10job_modify_index\x18\x03 \x01(\x04R\x0ejobModifyIndex\"|\n" +
 	"\x11GetAllocsResponse\x12-\n" +
 	"\x06allocs\x18\x01 \x03(\v2\x15.drover.v1.AllocationR\x06allocs\x12\"\n" +
 	"\x04jobs\x18\x02 \x03(\v2\x0e.drover.v1.JobR\x04jobs\x12\x14\n" +
@@ -1498,7 +1580,7 @@ func file_drover_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_node_service_proto_rawDescData
 }
 
-var file_drover_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_drover_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_drover_v1_node_service_proto_goTypes = []any{
 	(*RegisterNodeRequest)(nil),           // 0: drover.v1.RegisterNodeRequest
 	(*RegisterNodeResponse)(nil),          // 1: drover.v1.RegisterNodeResponse
@@ -1507,83 +1589,85 @@ var file_drover_v1_node_service_proto_goTypes = []any{
 	(*UpdateAllocRequest)(nil),            // 4: drover.v1.UpdateAllocRequest
 	(*UpdateAllocResponse)(nil),           // 5: drover.v1.UpdateAllocResponse
 	(*GetAllocsRequest)(nil),              // 6: drover.v1.GetAllocsRequest
-	(*GetAllocsResponse)(nil),             // 7: drover.v1.GetAllocsResponse
-	(*GetNodeRequest)(nil),                // 8: drover.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),               // 9: drover.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),              // 10: drover.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 11: drover.v1.ListNodesResponse
-	(*NodeUsageRequest)(nil),              // 12: drover.v1.NodeUsageRequest
-	(*NodeUsageResponse)(nil),             // 13: drover.v1.NodeUsageResponse
-	(*NodeUsage)(nil),                     // 14: drover.v1.NodeUsage
-	(*CpuMemory)(nil),                     // 15: drover.v1.CpuMemory
-	(*UpdateNodeEligibilityRequest)(nil),  // 16: drover.v1.UpdateNodeEligibilityRequest
-	(*UpdateNodeEligibilityResponse)(nil), // 17: drover.v1.UpdateNodeEligibilityResponse
-	(*UpdateNodeDrainRequest)(nil),        // 18: drover.v1.UpdateNodeDrainRequest
-	(*UpdateNodeDrainResponse)(nil),       // 19: drover.v1.UpdateNodeDrainResponse
-	(*Node)(nil),                          // 20: drover.v1.Node
-	(NodeStatus)(0),                       // 21: drover.v1.NodeStatus
-	(SchedulingEligibility)(0),            // 22: drover.v1.SchedulingEligibility
-	(*durationpb.Duration)(nil),           // 23: google.protobuf.Duration
-	(*AllocClientUpdate)(nil),             // 24: drover.v1.AllocClientUpdate
-	(*Allocation)(nil),                    // 25: drover.v1.Allocation
-	(*Job)(nil),                           // 26: drover.v1.Job
-	(*QueryOptions)(nil),                  // 27: drover.v1.QueryOptions
-	(*QueryMeta)(nil),                     // 28: drover.v1.QueryMeta
-	(*PageOptions)(nil),                   // 29: drover.v1.PageOptions
+	(*KnownJobVersion)(nil),               // 7: drover.v1.KnownJobVersion
+	(*GetAllocsResponse)(nil),             // 8: drover.v1.GetAllocsResponse
+	(*GetNodeRequest)(nil),                // 9: drover.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),               // 10: drover.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),              // 11: drover.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 12: drover.v1.ListNodesResponse
+	(*NodeUsageRequest)(nil),              // 13: drover.v1.NodeUsageRequest
+	(*NodeUsageResponse)(nil),             // 14: drover.v1.NodeUsageResponse
+	(*NodeUsage)(nil),                     // 15: drover.v1.NodeUsage
+	(*CpuMemory)(nil),                     // 16: drover.v1.CpuMemory
+	(*UpdateNodeEligibilityRequest)(nil),  // 17: drover.v1.UpdateNodeEligibilityRequest
+	(*UpdateNodeEligibilityResponse)(nil), // 18: drover.v1.UpdateNodeEligibilityResponse
+	(*UpdateNodeDrainRequest)(nil),        // 19: drover.v1.UpdateNodeDrainRequest
+	(*UpdateNodeDrainResponse)(nil),       // 20: drover.v1.UpdateNodeDrainResponse
+	(*Node)(nil),                          // 21: drover.v1.Node
+	(NodeStatus)(0),                       // 22: drover.v1.NodeStatus
+	(SchedulingEligibility)(0),            // 23: drover.v1.SchedulingEligibility
+	(*durationpb.Duration)(nil),           // 24: google.protobuf.Duration
+	(*AllocClientUpdate)(nil),             // 25: drover.v1.AllocClientUpdate
+	(*Allocation)(nil),                    // 26: drover.v1.Allocation
+	(*Job)(nil),                           // 27: drover.v1.Job
+	(*QueryOptions)(nil),                  // 28: drover.v1.QueryOptions
+	(*QueryMeta)(nil),                     // 29: drover.v1.QueryMeta
+	(*PageOptions)(nil),                   // 30: drover.v1.PageOptions
 }
 var file_drover_v1_node_service_proto_depIdxs = []int32{
-	20, // 0: drover.v1.RegisterNodeRequest.node:type_name -> drover.v1.Node
-	21, // 1: drover.v1.RegisterNodeResponse.status:type_name -> drover.v1.NodeStatus
-	22, // 2: drover.v1.RegisterNodeResponse.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
-	23, // 3: drover.v1.RegisterNodeResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
-	21, // 4: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
-	21, // 5: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
-	23, // 6: drover.v1.UpdateNodeStatusResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
-	24, // 7: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
-	23, // 8: drover.v1.GetAllocsRequest.max_wait:type_name -> google.protobuf.Duration
-	25, // 9: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
-	26, // 10: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
-	27, // 11: drover.v1.GetNodeRequest.query:type_name -> drover.v1.QueryOptions
-	20, // 12: drover.v1.GetNodeResponse.node:type_name -> drover.v1.Node
-	25, // 13: drover.v1.GetNodeResponse.allocs:type_name -> drover.v1.Allocation
-	28, // 14: drover.v1.GetNodeResponse.meta:type_name -> drover.v1.QueryMeta
-	29, // 15: drover.v1.ListNodesRequest.page:type_name -> drover.v1.PageOptions
-	27, // 16: drover.v1.ListNodesRequest.query:type_name -> drover.v1.QueryOptions
-	20, // 17: drover.v1.ListNodesResponse.nodes:type_name -> drover.v1.Node
-	28, // 18: drover.v1.ListNodesResponse.meta:type_name -> drover.v1.QueryMeta
-	29, // 19: drover.v1.NodeUsageRequest.page:type_name -> drover.v1.PageOptions
-	27, // 20: drover.v1.NodeUsageRequest.query:type_name -> drover.v1.QueryOptions
-	14, // 21: drover.v1.NodeUsageResponse.nodes:type_name -> drover.v1.NodeUsage
-	28, // 22: drover.v1.NodeUsageResponse.meta:type_name -> drover.v1.QueryMeta
-	21, // 23: drover.v1.NodeUsage.status:type_name -> drover.v1.NodeStatus
-	22, // 24: drover.v1.NodeUsage.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
-	15, // 25: drover.v1.NodeUsage.capacity:type_name -> drover.v1.CpuMemory
-	15, // 26: drover.v1.NodeUsage.used:type_name -> drover.v1.CpuMemory
-	22, // 27: drover.v1.UpdateNodeEligibilityRequest.eligibility:type_name -> drover.v1.SchedulingEligibility
-	23, // 28: drover.v1.UpdateNodeDrainRequest.deadline:type_name -> google.protobuf.Duration
-	0,  // 29: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
-	2,  // 30: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
-	4,  // 31: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
-	6,  // 32: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
-	8,  // 33: drover.v1.NodeService.Get:input_type -> drover.v1.GetNodeRequest
-	10, // 34: drover.v1.NodeService.List:input_type -> drover.v1.ListNodesRequest
-	12, // 35: drover.v1.NodeService.Usage:input_type -> drover.v1.NodeUsageRequest
-	16, // 36: drover.v1.NodeService.UpdateEligibility:input_type -> drover.v1.UpdateNodeEligibilityRequest
-	18, // 37: drover.v1.NodeService.UpdateDrain:input_type -> drover.v1.UpdateNodeDrainRequest
-	1,  // 38: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
-	3,  // 39: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
-	5,  // 40: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
-	7,  // 41: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
-	9,  // 42: drover.v1.NodeService.Get:output_type -> drover.v1.GetNodeResponse
-	11, // 43: drover.v1.NodeService.List:output_type -> drover.v1.ListNodesResponse
-	13, // 44: drover.v1.NodeService.Usage:output_type -> drover.v1.NodeUsageResponse
-	17, // 45: drover.v1.NodeService.UpdateEligibility:output_type -> drover.v1.UpdateNodeEligibilityResponse
-	19, // 46: drover.v1.NodeService.UpdateDrain:output_type -> drover.v1.UpdateNodeDrainResponse
-	38, // [38:47] is the sub-list for method output_type
-	29, // [29:38] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	21, // 0: drover.v1.RegisterNodeRequest.node:type_name -> drover.v1.Node
+	22, // 1: drover.v1.RegisterNodeResponse.status:type_name -> drover.v1.NodeStatus
+	23, // 2: drover.v1.RegisterNodeResponse.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
+	24, // 3: drover.v1.RegisterNodeResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
+	22, // 4: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
+	22, // 5: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
+	24, // 6: drover.v1.UpdateNodeStatusResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
+	25, // 7: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
+	24, // 8: drover.v1.GetAllocsRequest.max_wait:type_name -> google.protobuf.Duration
+	7,  // 9: drover.v1.GetAllocsRequest.known_jobs:type_name -> drover.v1.KnownJobVersion
+	26, // 10: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
+	27, // 11: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
+	28, // 12: drover.v1.GetNodeRequest.query:type_name -> drover.v1.QueryOptions
+	21, // 13: drover.v1.GetNodeResponse.node:type_name -> drover.v1.Node
+	26, // 14: drover.v1.GetNodeResponse.allocs:type_name -> drover.v1.Allocation
+	29, // 15: drover.v1.GetNodeResponse.meta:type_name -> drover.v1.QueryMeta
+	30, // 16: drover.v1.ListNodesRequest.page:type_name -> drover.v1.PageOptions
+	28, // 17: drover.v1.ListNodesRequest.query:type_name -> drover.v1.QueryOptions
+	21, // 18: drover.v1.ListNodesResponse.nodes:type_name -> drover.v1.Node
+	29, // 19: drover.v1.ListNodesResponse.meta:type_name -> drover.v1.QueryMeta
+	30, // 20: drover.v1.NodeUsageRequest.page:type_name -> drover.v1.PageOptions
+	28, // 21: drover.v1.NodeUsageRequest.query:type_name -> drover.v1.QueryOptions
+	15, // 22: drover.v1.NodeUsageResponse.nodes:type_name -> drover.v1.NodeUsage
+	29, // 23: drover.v1.NodeUsageResponse.meta:type_name -> drover.v1.QueryMeta
+	22, // 24: drover.v1.NodeUsage.status:type_name -> drover.v1.NodeStatus
+	23, // 25: drover.v1.NodeUsage.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
+	16, // 26: drover.v1.NodeUsage.capacity:type_name -> drover.v1.CpuMemory
+	16, // 27: drover.v1.NodeUsage.used:type_name -> drover.v1.CpuMemory
+	23, // 28: drover.v1.UpdateNodeEligibilityRequest.eligibility:type_name -> drover.v1.SchedulingEligibility
+	24, // 29: drover.v1.UpdateNodeDrainRequest.deadline:type_name -> google.protobuf.Duration
+	0,  // 30: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
+	2,  // 31: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
+	4,  // 32: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
+	6,  // 33: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
+	9,  // 34: drover.v1.NodeService.Get:input_type -> drover.v1.GetNodeRequest
+	11, // 35: drover.v1.NodeService.List:input_type -> drover.v1.ListNodesRequest
+	13, // 36: drover.v1.NodeService.Usage:input_type -> drover.v1.NodeUsageRequest
+	17, // 37: drover.v1.NodeService.UpdateEligibility:input_type -> drover.v1.UpdateNodeEligibilityRequest
+	19, // 38: drover.v1.NodeService.UpdateDrain:input_type -> drover.v1.UpdateNodeDrainRequest
+	1,  // 39: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
+	3,  // 40: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
+	5,  // 41: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
+	8,  // 42: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
+	10, // 43: drover.v1.NodeService.Get:output_type -> drover.v1.GetNodeResponse
+	12, // 44: drover.v1.NodeService.List:output_type -> drover.v1.ListNodesResponse
+	14, // 45: drover.v1.NodeService.Usage:output_type -> drover.v1.NodeUsageResponse
+	18, // 46: drover.v1.NodeService.UpdateEligibility:output_type -> drover.v1.UpdateNodeEligibilityResponse
+	20, // 47: drover.v1.NodeService.UpdateDrain:output_type -> drover.v1.UpdateNodeDrainResponse
+	39, // [39:48] is the sub-list for method output_type
+	30, // [30:39] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_node_service_proto_init() }
@@ -1601,7 +1685,7 @@ func file_drover_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_node_service_proto_rawDesc), len(file_drover_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

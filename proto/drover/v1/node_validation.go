@@ -121,12 +121,23 @@ func (r *UpdateAllocRequest) Validate() error {
 	return v.err()
 }
 
+// MaxKnownJobs bounds GetAllocsRequest.known_jobs: far more job versions
+// than one node runs allocations of.
+const MaxKnownJobs = 4096
+
 // Validate checks a GetAllocs query. Any min_index and max_wait are
 // accepted; max_wait is clamped by the server.
 func (r *GetAllocsRequest) Validate() error {
 	var v violations
 	v.uuid("node_id", r.GetNodeId())
 	v.uuid("secret_id", r.GetSecretId())
+	if n := len(r.GetKnownJobs()); n > MaxKnownJobs {
+		v.add("known_jobs", "must have at most %d entries, has %d", MaxKnownJobs, n)
+	} else {
+		for i, k := range r.GetKnownJobs() {
+			v.identifier(fmt.Sprintf("known_jobs[%d].job_id", i), k.GetJobId())
+		}
+	}
 	return v.err()
 }
 
