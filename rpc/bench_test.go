@@ -136,6 +136,59 @@ func BenchmarkGetAllocsWakeup(b *testing.B) {
 	reportLatencies(b, latencies, 0)
 }
 
+// BenchmarkGetAllocsAnswer measures one GetAllocs answer for a node running
+// one allocation of each of 20 jobs, the shape of a c1m node, with the agent
+// naming none or all of the job versions it holds (known_jobs). The server
+// runs in the benchmark's process, so the figures include the agent's
+// decoding.
+//
+//	go test -run '^$' -bench GetAllocsAnswer -count 5 ./rpc/
+func BenchmarkGetAllocsAnswer(b *testing.B) {
+	const jobs = 20
+	srv := testserver.Start(b)
+	nodes := droverv1.NewNodeServiceClient(srv.Conn)
+	n := mock.Node()
+	if _, err := nodes.Register(context.Background(), &droverv1.RegisterNodeRequest{Node: n.CloneVT()}); err != nil {
+		b.Fatal(err)
+	}
+	entry := &droverv1.PlanResultEntry{}
+	for i := range jobs {
+		j := mock.Job(1)
+		if _, err := droverv1.NewJobServiceClient(srv.Conn).Register(context.Background(), &droverv1.RegisterJobRequest{Job: j}); err != nil {
+			b.Fatal(err)
+		}
+		entry.Allocations = append(entry.Allocations, mock.Alloc(n, srv.State().Snapshot().JobByID(j.GetId()), i))
+	}
+	if _, _, err := srv.Apply(context.Background(), droverv1.MessageTypePlanResult, entry); err != nil {
+		b.Fatal(err)
+	}
+	ask := func(known []*droverv1.KnownJobVersion) *droverv1.GetAllocsResponse {
+		resp, err := nodes.GetAllocs(context.Background(), &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(), KnownJobs: known})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return resp
+	}
+	var all []*droverv1.KnownJobVersion
+	for _, j := range ask(nil).GetJobs() {
+		all = append(all, &droverv1.KnownJobVersion{JobId: j.GetId(), Version: j.GetVersion(), JobModifyIndex: j.GetJobModifyIndex()})
+	}
+	for _, bc := range []struct {
+		name  string
+		known []*droverv1.KnownJobVersion
+		want  int
+	}{{"known=none", nil, jobs}, {"known=all", all, 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if resp := ask(bc.known); len(resp.GetAllocs()) != jobs || len(resp.GetJobs()) != bc.want {
+					b.Fatalf("%d allocations and %d jobs, want %d and %d", len(resp.GetAllocs()), len(resp.GetJobs()), jobs, bc.want)
+				}
+			}
+		})
+	}
+}
+
 // reportLatencies adds p50/p99 and, given the elapsed wall time, calls per
 // second to the benchmark's output.
 func reportLatencies(b *testing.B, latencies []time.Duration, elapsed time.Duration) {
