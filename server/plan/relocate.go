@@ -150,7 +150,7 @@ func (v *verifier) cachedRoom(node *droverv1.Node, row []*droverv1.Allocation) *
 		return nil
 	}
 	inflight, accepted := v.inflight.onNode(node.GetId()), v.accepted.onNode(node.GetId())
-	if !v.onlyAdds(inflight, accepted) {
+	if !v.onlyAdds(row, inflight, accepted) {
 		return nil
 	}
 	u := v.usage.Base(node, row)
@@ -168,15 +168,17 @@ func (v *verifier) cachedRoom(node *droverv1.Node, row []*droverv1.Allocation) *
 }
 
 // onlyAdds reports whether the in-flight and accepted allocations of a
-// node are all new: none is stored, and none accepted is in flight.
-func (v *verifier) onlyAdds(inflight, accepted []*droverv1.Allocation) bool {
+// node are all new: none is in the node's stored row, and none accepted is
+// in flight. The row stands for the whole state: an allocation never moves
+// to another node (the FSM refuses that).
+func (v *verifier) onlyAdds(row, inflight, accepted []*droverv1.Allocation) bool {
 	for _, a := range inflight {
-		if v.snap.AllocByID(a.GetId()) != nil {
+		if inRow(row, a.GetId()) {
 			return false
 		}
 	}
 	for _, a := range accepted {
-		if v.snap.AllocByID(a.GetId()) != nil || v.inflight.alloc(a.GetId()) != nil {
+		if inRow(row, a.GetId()) || v.inflight.alloc(a.GetId()) != nil {
 			return false
 		}
 	}
