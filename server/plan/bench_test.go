@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/droverhq/drover/fsm/state"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 	"github.com/droverhq/drover/scheduler"
 )
@@ -174,19 +175,30 @@ func BenchmarkVerifyRelocating(b *testing.B) {
 		}
 		withAlternates(p, a, alts...)
 	}
-	snap := f.st.Snapshot()
+	benchVerify(b, f.st.Snapshot(), p, func(ver verification) string {
+		if ver.relocated != len(planned) {
+			return fmt.Sprintf("%d of %d placements relocated", ver.relocated, len(planned))
+		}
+		return ""
+	})
+}
+
+// benchVerify runs verifyPlan on p in two sub-benchmarks: without the
+// server's usage cache, and with one warm, as the schedulers that planned
+// on these nodes leave it. check returns what is wrong with a
+// verification, or "".
+func benchVerify(b *testing.B, snap *state.Snapshot, p *droverv1.Plan, check func(verification) string) {
 	for _, cached := range []bool{false, true} {
 		b.Run(fmt.Sprintf("usage-cache=%v", cached), func(b *testing.B) {
 			var usage *scheduler.UsageCache
 			if cached {
-				// Warm, as the schedulers that planned on these nodes leave it.
 				usage = scheduler.NewUsageCache()
 				verifyPlan(snap, p, nil, netip.Prefix{}, usage)
 			}
+			b.ReportAllocs()
 			for b.Loop() {
-				ver := verifyPlan(snap, p, nil, netip.Prefix{}, usage)
-				if ver.relocated != len(planned) {
-					b.Fatalf("%d of %d placements relocated", ver.relocated, len(planned))
+				if msg := check(verifyPlan(snap, p, nil, netip.Prefix{}, usage)); msg != "" {
+					b.Fatal(msg)
 				}
 			}
 		})
@@ -217,21 +229,10 @@ func BenchmarkVerifyPlan(b *testing.B) {
 		f.place(batch...)
 		nps[i] = nodePlan(n, []*droverv1.Allocation{f.alloc(n, j, 100, 100)})
 	}
-	p := newPlan(ev, nps...)
-	snap := f.st.Snapshot()
-	for _, cached := range []bool{false, true} {
-		b.Run(fmt.Sprintf("usage-cache=%v", cached), func(b *testing.B) {
-			var usage *scheduler.UsageCache
-			if cached {
-				usage = scheduler.NewUsageCache()
-				verifyPlan(snap, p, nil, netip.Prefix{}, usage)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if ver := verifyPlan(snap, p, nil, netip.Prefix{}, usage); len(ver.accepted) != nodes {
-					b.Fatalf("%d of %d node plans accepted: %+v", len(ver.accepted), nodes, ver.rejected[0])
-				}
-			}
-		})
-	}
+	benchVerify(b, f.st.Snapshot(), newPlan(ev, nps...), func(ver verification) string {
+		if len(ver.accepted) != nodes {
+			return fmt.Sprintf("%d of %d node plans accepted: %+v", len(ver.accepted), nodes, ver.rejected)
+		}
+		return ""
+	})
 }
