@@ -51,6 +51,26 @@ func lintMetrics(t *testing.T, where, text string) {
 	}
 }
 
+// checkHeapFloor checks the GOGC a server's scrape shows: above the
+// default of 100 with the heap floor on (these servers' live heaps are far
+// below half of it), 100 with it off.
+func checkHeapFloor(t *testing.T, where, text string, floorOn bool) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\S+)$`).FindStringSubmatch(text)
+	if m == nil {
+		t.Errorf("%s exports no go_gc_gogc_percent", where)
+		return
+	}
+	var gogc float64
+	if _, err := fmt.Sscan(m[1], &gogc); err != nil {
+		t.Errorf("%s: go_gc_gogc_percent %q: %v", where, m[1], err)
+		return
+	}
+	if floorOn && gogc <= 100 || !floorOn && gogc != 100 {
+		t.Errorf("%s: GOGC %v with the heap floor on: %v; want above 100 with it, 100 without", where, gogc, floorOn)
+	}
+}
+
 // waitFamilies waits until a scrape of addr has every family named in
 // want (a family's name, or a line's prefix with labels).
 func waitFamilies(ctx context.Context, t *testing.T, addr string, want ...string) string {
@@ -72,10 +92,11 @@ func waitFamilies(ctx context.Context, t *testing.T, addr string, want ...string
 // TestMetricsLint scrapes every server of a 3-server cluster running a
 // job on simulated nodes, and `drover dev`, and fails on any name
 // promlint objects to: raft's metrics renamed to Prometheus conventions,
-// per-call gRPC metrics, the servers' own.
+// per-call gRPC metrics, the servers' own. s3 runs without a heap floor,
+// and the scrapes show the floor's GOGC on the others only.
 func TestMetricsLint(t *testing.T) {
 	ctx := within(t, testContext(t), 2*time.Minute)
-	c := cluster.New(t, droverBin, 3, httpArgs())
+	c := cluster.New(t, droverBin, 3, httpArgs(), cluster.ServerArgs(3, "-gc-heap-floor", "0"))
 	leader := c.WaitLeader(ctx)
 	fleet := startSimFleet(ctx, t, c, 3, simAllocs)
 	waitFleetReady(ctx, t, fleet)
@@ -88,8 +109,10 @@ func TestMetricsLint(t *testing.T) {
 		`drover_raft_replication_heartbeat_peer_seconds{peer_id="`, "drover_raft_boltdb_log_size_bytes",
 		`grpc_server_handled_total{grpc_code="OK",grpc_method="Register",grpc_service="drover.v1.JobService"`,
 		"grpc_server_handling_seconds_bucket", "drover_heartbeat")
-	for _, s := range c.Servers() {
-		lintMetrics(t, s.String(), scrape(ctx, t, s.Info().HTTPAddr))
+	for i, s := range c.Servers() {
+		text := scrape(ctx, t, s.Info().HTTPAddr)
+		lintMetrics(t, s.String(), text)
+		checkHeapFloor(t, s.String(), text, i < 2)
 	}
 	// Every query of the Grafana dashboard names a family the leader
 	// exports.

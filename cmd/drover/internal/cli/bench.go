@@ -66,6 +66,8 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 			"evaluations per second, agent call latencies, server CPU and memory, and raft\n" +
 			"entries and bytes. Scenarios (at -scale 1):\n" +
 			"  c1m         5,000 nodes, 100 service jobs of 1,000 allocations\n" +
+			"  c1m-full    5,000 nodes, 1,000 service jobs of 1,000 allocations (the full C1M)\n" +
+			"  concurrent  5,000 nodes, one job of 10,000, then 20 jobs of 500 at once\n" +
 			"  churn       2,000 nodes, 12 waves of batch jobs, 10% of nodes going silent\n" +
 			"  scale       2,000 nodes, one job scaled 0 -> 20,000 -> 0\n" +
 			"  heartbeats  50,000 heartbeat-only nodes held for a minute\n" +

@@ -16,6 +16,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 	"github.com/peterbourgon/ff/v3/ffcli"
 
+	"github.com/droverhq/drover/internal/gcfloor"
 	"github.com/droverhq/drover/internal/raftmetrics"
 	"github.com/droverhq/drover/internal/tlsconfig"
 	"github.com/droverhq/drover/internal/version"
@@ -27,13 +28,21 @@ type serverOptions struct {
 	cfg       server.Config
 	logLevel  string
 	logFormat string
+	// gcHeapFloor is the heap size below which the Go collector does not
+	// start (internal/gcfloor); 0 leaves GOGC alone.
+	gcHeapFloor uint64
 }
+
+// defaultGCHeapFloor lets a server's heap reach 1 GiB before the collector
+// runs: a small part of what a control-plane server is given, and it cut
+// the servers' CPU per allocation in the c1m benchmark (docs/benchmarks.md).
+const defaultGCHeapFloor = 1 << 30
 
 // serverFlags defines the flags of `drover server` on a new flag set.
 func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs := flag.NewFlagSet("drover server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	opts := &serverOptions{cfg: server.DefaultConfig()}
+	opts := &serverOptions{cfg: server.DefaultConfig(), gcHeapFloor: defaultGCHeapFloor}
 	cfg := &opts.cfg
 	fs.BoolVar(&cfg.Dev, "dev", false, "run a single throwaway server: data in a temporary directory, bootstrapped at once")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the raft log, snapshots and server id (required unless -dev)")
@@ -113,6 +122,11 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "PEM file of the private key of -tls-cert-file")
 	fs.BoolVar(&cfg.ACLEnabled, "acl-enabled", false, "enforce access control: operator calls need a token (set on every server; docs/security.md)")
 	fs.StringVar(&cfg.AuditLog, "audit-log", "", "append one JSON line per write call and per refused call to this file (reopened on SIGHUP)")
+	fs.Func("gc-heap-floor", "heap size the Go collector lets the server reach before it runs (such as 512MiB); above half of it GOGC applies as set; capped at a quarter of the memory available and half of GOMEMLIMIT; 0 turns it off (default "+formatSize(opts.gcHeapFloor)+")", func(v string) error {
+		n, err := parseSize(v)
+		opts.gcHeapFloor = n
+		return err
+	})
 	fs.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text or json")
 	return fs, opts
@@ -140,6 +154,9 @@ func serverCommand(stderr io.Writer) *ffcli.Command {
 				return err
 			}
 			opts.cfg.Logger = logger
+			floorCtx, stopFloor := context.WithCancel(ctx)
+			defer stopFloor()
+			go gcfloor.Run(floorCtx, opts.gcHeapFloor, logger)
 			return runServer(ctx, opts.cfg, logger)
 		},
 	}

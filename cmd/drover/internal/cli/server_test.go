@@ -102,6 +102,42 @@ func TestServerDataDirFlags(t *testing.T) {
 	}
 }
 
+func TestServerGCHeapFloorFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  string
+		args []string
+		want uint64
+		bad  bool
+	}{
+		{name: "default", want: defaultGCHeapFloor},
+		{name: "flag", args: []string{"-gc-heap-floor", "512MiB"}, want: 512 << 20},
+		{name: "environment", env: "2GiB", want: 2 << 30},
+		{name: "off", args: []string{"-gc-heap-floor", "0"}, want: 0},
+		{name: "not a size", args: []string{"-gc-heap-floor", "big"}, bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("DROVER_GC_HEAP_FLOOR", tc.env)
+			}
+			fs, opts := serverFlags(io.Discard)
+			err := ff.Parse(fs, tc.args, serverEnvOptions()...)
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("%v: accepted", tc.args)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if opts.gcHeapFloor != tc.want {
+				t.Fatalf("floor %d, want %d", opts.gcHeapFloor, tc.want)
+			}
+		})
+	}
+}
+
 // TestRunServerReloadsOnSIGHUP sends SIGHUP to this process while runServer
 // runs a TLS server: it reloads the certificates, refuses damaged files
 // without stopping, and still shuts down cleanly afterwards.
