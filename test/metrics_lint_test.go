@@ -109,10 +109,10 @@ func TestMetricsLint(t *testing.T) {
 		`drover_raft_replication_heartbeat_peer_seconds{peer_id="`, "drover_raft_boltdb_log_size_bytes",
 		`grpc_server_handled_total{grpc_code="OK",grpc_method="Register",grpc_service="drover.v1.JobService"`,
 		"grpc_server_handling_seconds_bucket", "drover_heartbeat")
-	for i, s := range c.Servers() {
+	for _, s := range c.Servers() {
 		text := scrape(ctx, t, s.Info().HTTPAddr)
 		lintMetrics(t, s.String(), text)
-		checkHeapFloor(t, s.String(), text, i < 2)
+		checkHeapFloor(t, s.String(), text, s != c.Server(3))
 	}
 	// Every query of the Grafana dashboard names a family the leader
 	// exports.

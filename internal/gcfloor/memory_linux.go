@@ -7,10 +7,6 @@ import (
 	"syscall"
 )
 
-// cgroupLimitFiles hold the memory limit of the process's cgroup, under
-// cgroup v2 and v1, as seen from inside a container.
-var cgroupLimitFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
-
 // AvailableMemory is the memory the process may use: the machine's, or its
 // cgroup's limit if that is lower; 0 if neither can be read.
 func AvailableMemory() uint64 {
@@ -19,7 +15,9 @@ func AvailableMemory() uint64 {
 	if syscall.Sysinfo(&info) == nil {
 		total = uint64(info.Totalram) * uint64(info.Unit)
 	}
-	for _, f := range cgroupLimitFiles {
+	// The memory limit of the process's cgroup, under cgroup v2 and v1, as
+	// seen from inside a container.
+	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
 		if limit := readLimit(f); limit > 0 && (total == 0 || limit < total) {
 			total = limit
 		}
