@@ -24,7 +24,9 @@ func (e *env) deploy(job *droverv1.Job, autoRevert bool, canaries int32) *drover
 		JobCreateIndex: j.GetJob().GetCreateIndex(), JobModifyIndex: j.GetJob().GetJobModifyIndex(),
 		Groups: map[string]*droverv1.DeploymentGroup{job.GetTaskGroups()[0].GetName(): {
 			DesiredTotal: 1, DesiredCanaries: canaries, AutoRevert: autoRevert, ProgressDeadline: durationpb.New(time.Minute)}}}
-	e.apply(droverv1.MessageTypePlanResult, &droverv1.PlanResultEntry{Deployment: d, AppliedAt: 1})
+	// Applied now: its progress deadline is a minute away, so the leader's
+	// deployment watcher leaves it running while the test drives it.
+	e.apply(droverv1.MessageTypePlanResult, &droverv1.PlanResultEntry{Deployment: d, AppliedAt: time.Now().UnixNano()})
 	return d
 }
 

@@ -28,10 +28,9 @@ func (s *StateStore) UpdateAllocTransitions(index uint64, e *droverv1.AllocDesir
 			a.DesiredTransition = mergeTransition(a.GetDesiredTransition(), e.GetTransitions()[id])
 			a.ModifyIndex = tx.index
 			a.ModifyTime = e.GetUpdatedAt()
-			if err := tx.insert(TableAllocs, a); err != nil {
+			if err := tx.putAlloc(old, a, false); err != nil {
 				return err
 			}
-			tx.trackAlloc(old, a, false)
 		}
 		return tx.upsertEvals(e.GetEvals())
 	})

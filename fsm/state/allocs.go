@@ -119,10 +119,9 @@ func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64
 		a.ModifyIndex = tx.index
 		a.ModifyTime = now
 		tx.reportHealth(a, u, counts)
-		if err := tx.insert(TableAllocs, a); err != nil {
+		if err := tx.putAlloc(old, a, false); err != nil {
 			return false, err
 		}
-		tx.trackAlloc(old, a, false)
 	}
 	// Record the report even if every allocation was unknown: the agent has
 	// told the servers what it holds since it last missed a heartbeat.
@@ -224,11 +223,7 @@ func (tx *txn) upsertPlannedAlloc(a *droverv1.Allocation, now int64, refs *refCa
 		a.ClientStatus = old.GetClientStatus()
 		a.ClientDescription = old.GetClientDescription()
 	}
-	if err := tx.insert(TableAllocs, a); err != nil {
-		return err
-	}
-	tx.trackAlloc(old, a, true)
-	return nil
+	return tx.putAlloc(old, a, true)
 }
 
 // placeAlloc writes a new allocation and links it from the one it replaces.
@@ -241,10 +236,9 @@ func (tx *txn) placeAlloc(a *droverv1.Allocation, now int64) error {
 	if a.ClientStatus == droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED {
 		a.ClientStatus = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
 	}
-	if err := tx.insert(TableAllocs, a); err != nil {
+	if err := tx.putAlloc(nil, a, true); err != nil {
 		return err
 	}
-	tx.trackAlloc(nil, a, true)
 	if a.GetPreviousAllocation() == "" {
 		return nil
 	}
@@ -257,11 +251,7 @@ func (tx *txn) placeAlloc(a *droverv1.Allocation, now int64) error {
 	p := prev.CloneVT()
 	p.NextAllocation = a.GetId()
 	p.ModifyIndex = tx.index
-	if err := tx.insert(TableAllocs, p); err != nil {
-		return err
-	}
-	tx.trackAlloc(prev, p, false)
-	return nil
+	return tx.putAlloc(prev, p, false)
 }
 
 // refCache remembers, within one transaction, the nodes, job versions and
@@ -374,9 +364,5 @@ func (tx *txn) stopAlloc(stop *droverv1.AllocStop, now int64) error {
 	a.ModifyIndex = tx.index
 	a.AllocModifyIndex = tx.index
 	a.ModifyTime = now
-	if err := tx.insert(TableAllocs, a); err != nil {
-		return err
-	}
-	tx.trackAlloc(old, a, true)
-	return nil
+	return tx.putAlloc(old, a, true)
 }

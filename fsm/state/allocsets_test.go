@@ -18,20 +18,15 @@ func TestPeekSeesTheTransactionsOwnChanges(t *testing.T) {
 	stored := f.place(mock.Alloc(n, job, 0))[0]
 	_, err := f.s.write(f.next(), func(tx *txn) error {
 		added := mock.Alloc(n, job, 1)
-		if err := tx.insert(TableAllocs, added); err != nil {
+		if err := tx.putAlloc(nil, added, true); err != nil {
 			return err
 		}
-		tx.trackAlloc(nil, added, true)
 		changed := added.CloneVT()
 		changed.ClientStatus = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
-		if err := tx.insert(TableAllocs, changed); err != nil {
+		if err := tx.putAlloc(added, changed, false); err != nil {
 			return err
 		}
-		tx.trackAlloc(added, changed, false)
-		if err := tx.delete(TableAllocs, stored); err != nil {
-			return err
-		}
-		tx.trackAlloc(stored, nil, true)
+		tx.deleteAlloc(stored)
 
 		got := tx.nodeSets.peek(tx, n.GetId())
 		if len(got) != 1 || got[0].GetId() != added.GetId() || got[0].GetClientStatus() != changed.GetClientStatus() {

@@ -343,10 +343,9 @@ func (tx *txn) promoteCanaries(deploymentID, group string, g *droverv1.Deploymen
 		c := a.CloneVT()
 		c.DeploymentStatus.Canary = false
 		c.ModifyIndex = tx.index
-		if err := tx.insert(TableAllocs, c); err != nil {
+		if err := tx.putAlloc(a, c, false); err != nil {
 			return err
 		}
-		tx.trackAlloc(a, c, false)
 	}
 	if want := int(g.GetDesiredCanaries()); healthy < want {
 		return fmt.Errorf("deployment %s: group %q has %d of %d canaries healthy: %w", deploymentID, group, healthy, want, ErrPrecondition)

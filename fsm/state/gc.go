@@ -27,10 +27,7 @@ func (s *StateStore) ApplyGC(index uint64, e *droverv1.GCEntry) (*GCResult, []Ch
 	changes, err := s.write(index, func(tx *txn) error {
 		for _, id := range e.GetAllocIds() {
 			if a := tx.alloc(id); a != nil && a.ClientTerminal() {
-				if err := tx.delete(TableAllocs, a); err != nil {
-					return err
-				}
-				tx.trackAlloc(a, nil, true)
+				tx.deleteAlloc(a)
 				res.Allocs++
 			}
 		}

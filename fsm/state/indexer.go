@@ -154,12 +154,23 @@ const uuidKeyLen = 32
 
 // uuidKey decodes a canonical lowercase UUID into its 32 digits.
 func uuidKey(s string) ([]byte, bool) {
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+	if !isLowercaseUUID(s) {
 		return nil, false
 	}
 	key := make([]byte, uuidKeyLen)
-	n, ok := decodeUUIDDigits(key, s)
-	return key, ok && n == uuidKeyLen
+	decodeUUIDDigits(key, s)
+	return key, true
+}
+
+// isLowercaseUUID reports whether s is a canonical lowercase UUID, the
+// only form of id the uuid-keyed tables store.
+func isLowercaseUUID(s string) bool {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return false
+	}
+	var key [uuidKeyLen]byte
+	n, ok := decodeUUIDDigits(key[:], s)
+	return ok && n == uuidKeyLen
 }
 
 // uuidLowerBound returns the smallest key whose UUID text starts with prefix

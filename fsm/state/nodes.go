@@ -193,10 +193,9 @@ func (tx *txn) markAllocsUnknown(nodeID string, now int64) error {
 		c.ModifyIndex = tx.index
 		c.AllocModifyIndex = tx.index
 		c.ModifyTime = now
-		if err := tx.insert(TableAllocs, c); err != nil {
+		if err := tx.putAlloc(a, c, true); err != nil {
 			return err
 		}
-		tx.trackAlloc(a, c, true)
 	}
 	return nil
 }

@@ -50,9 +50,10 @@ func (r *Restorer) JobVersion(j *droverv1.Job) error {
 // refer to lets them share those objects' id strings.
 func (r *Restorer) Alloc(a *droverv1.Allocation) error {
 	r.refs.internKnown(a)
-	if err := r.tx.insert(TableAllocs, a); err != nil {
-		return err
+	if !isLowercaseUUID(a.GetId()) {
+		return invalidEntry("allocation id %q is not a lowercase UUID", a.GetId())
 	}
+	r.tx.writable().ReplaceOrInsert(allocItem{id: a.GetId(), alloc: a})
 	r.tx.trackAlloc(nil, a, true)
 	return nil
 }
@@ -100,6 +101,9 @@ func (r *Restorer) Commit(applied uint64) {
 	r.tx.jobSets.flush(r.tx)
 	r.tx.nodeSets.flush(r.tx)
 	r.tx.flushIPs()
+	if err := r.tx.flushAllocs(); err != nil {
+		panic("state: restore allocations: " + err.Error())
+	}
 	r.tx.db.Commit()
 	r.s.replace(r.db, applied, r.nodes)
 }

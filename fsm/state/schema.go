@@ -32,7 +32,10 @@ const (
 	// Derived tables, rebuilt from the allocations on restore and never
 	// written to snapshots: the allocation ids of each node and each job.
 	tableNodeAllocs = "node_allocs"
-	tableJobAllocs  = "job_allocs"
+	// tableAllocTree holds one row: the allocations by id (alloctree.go).
+	// TableAllocs names them in the index table and in changes.
+	tableAllocTree = "alloc_tree"
+	tableJobAllocs = "job_allocs"
 	// tableNodeAllocMarks is derived from node_allocs: one row per node,
 	// rewritten only when the node's row's index moves (a server-side
 	// change or a membership change), so that an agent's GetAllocs can
@@ -74,11 +77,12 @@ type tableIndex struct {
 
 // schema is the go-memdb schema of the state store.
 //
-// Allocations have one memdb index only (by id): every memdb index entry
-// costs about 450 bytes, more than the allocation itself. Allocations by node
-// and by job are kept in the derived node_allocs and job_allocs tables, one
-// row per node or job holding sorted allocation ids (see allocsets.go);
-// allocations by evaluation are found through the evaluation's job.
+// Allocations have no memdb index: every memdb index entry costs about 450
+// bytes, more than the allocation itself. By id they are kept in the B-tree
+// of the alloc_tree table (alloctree.go); by node and by job in the derived
+// node_allocs and job_allocs tables, one row per node or job holding its
+// allocations sorted by id (allocsets.go); by evaluation through the
+// evaluation's job.
 func schema() *memdb.DBSchema {
 	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		TableNodes: {
@@ -105,10 +109,10 @@ func schema() *memdb.DBSchema {
 				indexID: {Name: indexID, Unique: true, Indexer: versionIndex{}},
 			},
 		},
-		TableAllocs: {
-			Name: TableAllocs,
+		tableAllocTree: {
+			Name: tableAllocTree,
 			Indexes: map[string]*memdb.IndexSchema{
-				indexID: {Name: indexID, Unique: true, Indexer: uuidIndex[*droverv1.Allocation]{get: (*droverv1.Allocation).GetId}},
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*allocTree]{get: func(*allocTree) string { return allocTreeKey }}},
 			},
 		},
 		TableEvals: {

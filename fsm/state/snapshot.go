@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/btree"
 	"github.com/hashicorp/go-memdb"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -21,6 +22,10 @@ type Snapshot struct {
 	txn   *memdb.Txn
 	ws    memdb.WatchSet
 	index uint64
+	// allocs is the allocation tree, loaded on first use; allocsWatched
+	// says whether ws already watches it.
+	allocs        *btree.BTreeG[allocItem]
+	allocsWatched bool
 }
 
 // Index is the raft index of the last entry applied when the snapshot was
@@ -260,21 +265,6 @@ func (s *Snapshot) AllJobVersions() iter.Seq[*droverv1.Job] {
 			}
 		}
 	}
-}
-
-// AllocByID returns the allocation, or nil.
-func (s *Snapshot) AllocByID(id string) *droverv1.Allocation {
-	return first[*droverv1.Allocation](s, TableAllocs, indexID, id)
-}
-
-// Allocs iterates all allocations in id order.
-func (s *Snapshot) Allocs() iter.Seq[*droverv1.Allocation] {
-	return all[*droverv1.Allocation](s, TableAllocs, indexID)
-}
-
-// ListAllocs returns one page of allocations.
-func (s *Snapshot) ListAllocs(p Page) ([]*droverv1.Allocation, string) {
-	return listUUID(s, TableAllocs, (*droverv1.Allocation).GetId, p)
 }
 
 // AllocsByNode returns the allocations on a node, terminal ones included,

@@ -27,6 +27,8 @@ type txn struct {
 	nodeSets *setChanges
 	jobSets  *setChanges
 	ipBlocks ipChanges
+	// allocWrites is the transaction's view of the allocation tree.
+	allocWrites allocWrites
 }
 
 func newTxn(db *memdb.MemDB, index uint64) *txn {
@@ -47,6 +49,7 @@ func (s *StateStore) write(index uint64, fn func(*txn) error) ([]Change, error) 
 	defer s.markApplied(index)
 	tx := newTxn(s.db.Load(), index)
 	tx.db.TrackChanges()
+	tx.allocWrites.track = true
 	if err := fn(tx); err != nil {
 		tx.db.Abort()
 		return nil, err
@@ -108,6 +111,9 @@ func (tx *txn) finish() error {
 	}
 	tx.nodeSets.flush(tx)
 	tx.flushIPs()
+	if err := tx.flushAllocs(); err != nil {
+		return fmt.Errorf("write allocations: %w", err)
+	}
 	for _, table := range sortedKeys(tx.tables) {
 		if err := tx.db.Insert(TableIndex, &tableIndex{table: table, index: tx.index}); err != nil {
 			return fmt.Errorf("write index of %s: %w", table, err)
@@ -121,7 +127,7 @@ func (tx *txn) changes() []Change {
 	var out []Change
 	for _, ch := range tx.db.Changes() {
 		switch ch.Table {
-		case TableNodes, TableJobs, TableAllocs, TableEvals, TableServers, TableDeployments:
+		case TableNodes, TableJobs, TableEvals, TableServers, TableDeployments:
 		default:
 			continue
 		}
@@ -131,7 +137,7 @@ func (tx *txn) changes() []Change {
 			out = append(out, Change{Table: ch.Table, Object: ch.After, Created: ch.Created()})
 		}
 	}
-	return out
+	return append(out, tx.allocChanges()...)
 }
 
 // get reads one row of table inside the transaction (seeing its own writes).
@@ -150,9 +156,6 @@ func get[T any](tx *txn, table string, args ...any) T {
 
 func (tx *txn) node(id string) *droverv1.Node { return get[*droverv1.Node](tx, TableNodes, id) }
 func (tx *txn) job(id string) *droverv1.Job   { return get[*droverv1.Job](tx, TableJobs, id) }
-func (tx *txn) alloc(id string) *droverv1.Allocation {
-	return get[*droverv1.Allocation](tx, TableAllocs, id)
-}
 func (tx *txn) eval(id string) *droverv1.Evaluation {
 	return get[*droverv1.Evaluation](tx, TableEvals, id)
 }
