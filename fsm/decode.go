@@ -75,7 +75,7 @@ func newEntryMessage(t droverv1.MessageType) vtMessage {
 		return &droverv1.NodeRegisterEntry{}
 	case droverv1.MessageTypeNodeStatus:
 		return &droverv1.NodeStatusEntry{}
-	case droverv1.MessageTypeAllocClientUpdate:
+	case droverv1.MessageTypeAllocClientUpdate, droverv1.MessageTypeAllocClientReport:
 		return &droverv1.AllocClientUpdateEntry{}
 	case droverv1.MessageTypeJobRegister, droverv1.MessageTypeJobRegisterChecked:
 		return &droverv1.JobRegisterEntry{}

@@ -13,7 +13,7 @@ func eventType(msgType droverv1.MessageType) string {
 		return "NodeRegistered"
 	case droverv1.MessageTypeNodeStatus, droverv1.MessageTypeNodeStatusBatch:
 		return "NodeStatusUpdated"
-	case droverv1.MessageTypeAllocClientUpdate:
+	case droverv1.MessageTypeAllocClientUpdate, droverv1.MessageTypeAllocClientReport:
 		return "AllocationClientUpdated"
 	case droverv1.MessageTypeJobRegister, droverv1.MessageTypeJobRegisterChecked:
 		return "JobRegistered"

@@ -107,7 +107,11 @@ func (f *FSM) apply(index uint64, msgType droverv1.MessageType, msg any) any {
 		result = res
 	case *droverv1.AllocClientUpdateEntry:
 		var res *state.ClientUpdateResult
-		res, changes, err = f.state.UpdateAllocsFromClient(index, m)
+		if msgType == droverv1.MessageTypeAllocClientReport {
+			res, changes, err = f.state.UpdateAllocsFromClientFirstReports(index, m)
+		} else {
+			res, changes, err = f.state.UpdateAllocsFromClient(index, m)
+		}
 		result = res
 	case *droverv1.JobRegisterEntry:
 		var res *droverv1.JobRequestResult

@@ -68,6 +68,8 @@ func newSeedState(tb testing.TB) *seedState {
 		{droverv1.MessageTypePlanResult, &droverv1.PlanResultEntry{Allocations: []*droverv1.Allocation{alloc}, EvalId: ev.GetId()}},
 		{droverv1.MessageTypeAllocClientUpdate, &droverv1.AllocClientUpdateEntry{Nodes: []*droverv1.NodeAllocUpdates{{NodeId: n.GetId(),
 			Allocs: []*droverv1.AllocClientUpdate{{AllocId: alloc.GetId(), ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING}}}}}},
+		{droverv1.MessageTypeAllocClientReport, &droverv1.AllocClientUpdateEntry{Nodes: []*droverv1.NodeAllocUpdates{{NodeId: n.GetId(),
+			Allocs: []*droverv1.AllocClientUpdate{{AllocId: alloc.GetId(), ClientStatus: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE}}}}}},
 		{droverv1.MessageTypeJobDeregister, &droverv1.JobDeregisterEntry{JobId: job.GetId(), Eval: mock.Eval(job, droverv1.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER), RequestId: "r1"}},
 		{droverv1.MessageTypeServerUpsert, &droverv1.ServerUpsertEntry{Server: &droverv1.ServerMember{Id: "s1", RpcAddr: "a:1", RaftAddr: "a:2"}}},
 		{droverv1.MessageTypeServerRemove, &droverv1.ServerRemoveEntry{ServerId: "s1"}},

@@ -49,4 +49,8 @@ type Backend interface {
 	// ShutdownCh is closed when the server starts shutting down, so that
 	// blocking queries and streams return at once.
 	ShutdownCh() <-chan struct{}
+	// EntryTypeKnown reports whether every server of the cluster knows
+	// entry type t, so that Apply would not refuse it: writers with an
+	// older type that does the same job fall back to it when not.
+	EntryTypeKnown(t droverv1.MessageType) bool
 }

@@ -352,3 +352,46 @@ func waitBlocked(t testing.TB, e *env, n int64) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestUpdateAllocRecordsTheFirstReportOnce reports twice from a ready
+// node. A cluster whose servers all know AllocClientReport entries records
+// the node's first report only, leaving its row alone for the second; a
+// cluster with a server of an older release writes AllocClientUpdate
+// entries, which record both.
+func TestUpdateAllocRecordsTheFirstReportOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		version    string
+		secondMove bool
+	}{
+		{"", false},
+		{"0.2.0", true},
+	} {
+		t.Run("version="+tc.version, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(c *server.Config) { c.Version = tc.version })
+			n := e.register()
+			e.heartbeat(n)
+			allocs := e.place(n, e.job(1), 1)
+			first, err := e.report(n, running, allocs[0].GetId())
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := e.report(n, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, allocs[0].GetId())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := first.GetIndex()
+			if tc.secondMove {
+				want = second.GetIndex()
+			}
+			snap := e.srv.State().Snapshot()
+			if got := snap.NodeByID(n.GetId()).GetLastAllocUpdateIndex(); got != want {
+				t.Errorf("last alloc update index %d after reports at %d and %d, want %d", got, first.GetIndex(), second.GetIndex(), want)
+			}
+			if got := snap.AllocByID(allocs[0].GetId()).GetClientStatus(); got != droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
+				t.Errorf("allocation %s after the second report, want complete", got)
+			}
+		})
+	}
+}

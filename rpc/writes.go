@@ -31,7 +31,9 @@ func (s *services) newCommitters(reportWindow time.Duration) {
 	}
 }
 
-// writeReports writes agents' allocation reports as one entry.
+// writeReports writes agents' allocation reports as one entry: an
+// AllocClientReport, which leaves the rows of nodes that already reported
+// alone, once every server knows it; an AllocClientUpdate before.
 func (s *services) writeReports(groups []*droverv1.NodeAllocUpdates) (uint64, any, error) {
 	now := time.Now().UnixNano()
 	for _, g := range groups {
@@ -39,7 +41,11 @@ func (s *services) writeReports(groups []*droverv1.NodeAllocUpdates) (uint64, an
 			ev.CreateTime, ev.ModifyTime = now, now
 		}
 	}
-	index, resp, err := s.backend.Apply(context.Background(), droverv1.MessageTypeAllocClientUpdate,
+	msgType := droverv1.MessageTypeAllocClientUpdate
+	if s.backend.EntryTypeKnown(droverv1.MessageTypeAllocClientReport) {
+		msgType = droverv1.MessageTypeAllocClientReport
+	}
+	index, resp, err := s.backend.Apply(context.Background(), msgType,
 		&droverv1.AllocClientUpdateEntry{Nodes: groups, UpdatedAt: now})
 	if err != nil {
 		s.logger.Warn("writing allocation reports failed", "nodes", len(groups), "err", err)

@@ -19,6 +19,12 @@ import (
 // The server is the rpc layer's backend.
 var _ rpc.Backend = (*Server)(nil)
 
+// EntryTypeKnown reports whether the version gate lets this server write
+// entries of type t.
+func (s *Server) EntryTypeKnown(t droverv1.MessageType) bool {
+	return s.gate.check(t) == nil
+}
+
 // Apply writes an entry through raft and returns once this server's FSM has
 // applied it. It waits at most ApplyTimeout (or until ctx's deadline, if
 // sooner) for the entry to enter the log; once in, the wait ends when it is

@@ -28,6 +28,8 @@ func TestKnows(t *testing.T) {
 		{"0.2.0-dev", meta, true},
 		{"0.2.0", meta, true},
 		{"1.0.0", meta, true},
+		{"0.2.0", droverv1.MessageTypeAllocClientReport, false},
+		{"0.3.0-dev", droverv1.MessageTypeAllocClientReport, true},
 		{"0.2.0", droverv1.MessageType(99), false},
 		{"0.2.0", droverv1.IgnoreUnknownTypeFlag | 99, false},
 		{"", droverv1.MessageTypeNodeRegister, false},

@@ -401,3 +401,81 @@ func TestReportChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstReportsKeepWhetherTheNodeReported drives one node through
+// reports, a missed heartbeat and its return, once with entries that
+// record every report on the node's row and once with entries that record
+// only the first since the node last missed a heartbeat. The one thing
+// the row's last_alloc_update_index is read for, whether the node has
+// reported since it missed a heartbeat, must read the same after every
+// step; and the second kind must leave the row alone for later reports.
+func TestFirstReportsKeepWhetherTheNodeReported(t *testing.T) {
+	type step struct {
+		name   string
+		status droverv1.NodeStatus // a status change, or a report when unset
+		// rewritten says whether a report of the second kind rewrites the
+		// node's row.
+		rewritten bool
+	}
+	steps := []step{
+		{name: "first report", rewritten: true},
+		{name: "second report"},
+		{name: "ready", status: ready},
+		{name: "report while ready"},
+		{name: "down", status: down},
+		{name: "report while down (refused)"},
+		{name: "back, initializing", status: initializing},
+		{name: "first report since", rewritten: true},
+		{name: "report after that"},
+		{name: "ready again", status: ready},
+		{name: "report ready again"},
+		{name: "disconnected", status: disconnected},
+		{name: "initializing again", status: initializing},
+		{name: "report after reconnecting", rewritten: true},
+	}
+	type run struct {
+		f     *fixture
+		node  *droverv1.Node
+		alloc *droverv1.Allocation
+		apply func(uint64, *droverv1.AllocClientUpdateEntry) (*ClientUpdateResult, []Change, error)
+	}
+	start := func(first bool) *run {
+		f := newFixture(t)
+		n := f.node()
+		r := &run{f: f, node: n, alloc: f.place(mock.Alloc(n, f.job(1), 0))[0], apply: f.s.UpdateAllocsFromClient}
+		if first {
+			r.apply = f.s.UpdateAllocsFromClientFirstReports
+		}
+		return r
+	}
+	every, first := start(false), start(true)
+	reported := func(r *run) bool {
+		n := r.f.s.Snapshot().NodeByID(r.node.GetId())
+		return n.GetLastAllocUpdateIndex() > n.GetLastMissedHeartbeatIndex()
+	}
+	for i, st := range steps {
+		for _, r := range []*run{every, first} {
+			if st.status != droverv1.NodeStatus_NODE_STATUS_UNSPECIFIED {
+				r.f.setStatus(r.node.GetId(), st.status)
+				continue
+			}
+			status := running
+			if i%2 == 0 {
+				status = pending
+			}
+			e := &droverv1.AllocClientUpdateEntry{UpdatedAt: 5, Nodes: []*droverv1.NodeAllocUpdates{{NodeId: r.node.GetId(),
+				Allocs: []*droverv1.AllocClientUpdate{{AllocId: r.alloc.GetId(), ClientStatus: status}}}}}
+			before := r.f.s.Snapshot().NodeByID(r.node.GetId())
+			if _, _, err := r.apply(r.f.next(), e); err != nil {
+				t.Fatalf("%s: %v", st.name, err)
+			}
+			after := r.f.s.Snapshot().NodeByID(r.node.GetId())
+			if r == first && (after != before) != st.rewritten {
+				t.Errorf("%s: node row rewritten %v, want %v", st.name, after != before, st.rewritten)
+			}
+		}
+		if reported(every) != reported(first) {
+			t.Errorf("%s: reported since the missed heartbeat: %v recording every report, %v recording the first", st.name, reported(every), reported(first))
+		}
+	}
+}

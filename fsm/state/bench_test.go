@@ -150,6 +150,10 @@ func BenchmarkClientUpdates(b *testing.B) {
 	started := placeForReports(b, 5000, 100, 100_000, func(i int) int { return i / 1000 }, false)
 	started.onePerNode = true
 	b.Run("nodes-per-entry=200/one-alloc-each", func(b *testing.B) { started.report(b, 200) })
+	// The same as AllocClientReport entries, which leave the rows of nodes
+	// that reported before alone.
+	started.firstReports = true
+	b.Run("nodes-per-entry=200/one-alloc-each/first-reports", func(b *testing.B) { started.report(b, 200) })
 }
 
 // BenchmarkClientUpdatesAtScale applies agents' reports to a store of a
@@ -194,6 +198,8 @@ type reportBench struct {
 	// onePerNode makes each node report one of its allocations at a
 	// time, the next one at each pass over the nodes.
 	onePerNode bool
+	// firstReports applies the entries as AllocClientReport entries.
+	firstReports bool
 }
 
 // placeForReports places allocs allocations, allocation i of job jobOf(i)
@@ -253,7 +259,11 @@ func (rb *reportBench) report(b *testing.B, perEntry int) {
 			e.Nodes = append(e.Nodes, group)
 			rb.next++
 		}
-		if _, _, err := rb.f.s.UpdateAllocsFromClient(rb.f.next(), e); err != nil {
+		apply := rb.f.s.UpdateAllocsFromClient
+		if rb.firstReports {
+			apply = rb.f.s.UpdateAllocsFromClientFirstReports
+		}
+		if _, _, err := apply(rb.f.next(), e); err != nil {
 			b.Fatal(err)
 		}
 	}

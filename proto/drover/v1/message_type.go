@@ -40,6 +40,12 @@ const (
 	MessageTypeACLBootstrap      MessageType = 19 // ACLBootstrapEntry
 	MessageTypeACLPolicy         MessageType = 20 // ACLPolicyEntry
 	MessageTypeACLToken          MessageType = 21 // ACLTokenEntry
+	// MessageTypeAllocClientReport is an AllocClientUpdateEntry that
+	// rewrites a reporting node's row only for its first report since it
+	// last missed a heartbeat. Its own type, because a server that applied
+	// it as an AllocClientUpdate would rewrite the row every time and its
+	// state would differ from the others'.
+	MessageTypeAllocClientReport MessageType = 22
 
 	// MessageTypeClusterMetadata is a ClusterMetadataEntry. Ignorable: a
 	// server that does not know it loses nothing but the cluster id.
@@ -91,6 +97,7 @@ var entryTypes = [256]EntryType{
 	MessageTypeACLBootstrap:       {MessageTypeACLBootstrap, "ACLBootstrap", "0.3.0"},
 	MessageTypeACLPolicy:          {MessageTypeACLPolicy, "ACLPolicy", "0.3.0"},
 	MessageTypeACLToken:           {MessageTypeACLToken, "ACLToken", "0.3.0"},
+	MessageTypeAllocClientReport:  {MessageTypeAllocClientReport, "AllocClientReport", "0.3.0"},
 }
 
 // EntryTypes lists every entry type in type order.

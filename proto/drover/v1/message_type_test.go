@@ -54,6 +54,7 @@ func TestEntryTypesOfReleases(t *testing.T) {
 		{droverv1.MessageTypeAllocTransition, "0.1.0", false, false},
 		{droverv1.MessageTypeClusterMetadata, "0.2.0", true, true},
 		{droverv1.MessageTypeJobRegisterChecked, "0.2.0", true, false},
+		{droverv1.MessageTypeAllocClientReport, "0.3.0", true, false},
 	} {
 		since, ok := tc.t.Since()
 		if !ok || since != tc.since || tc.t.Gated() != tc.gated || tc.t.Ignorable() != tc.ignorable {

@@ -173,9 +173,11 @@ type Node struct {
 	// Raft index at which the node last turned down or disconnected; zero
 	// once it is ready again.
 	LastMissedHeartbeatIndex uint64 `protobuf:"varint,15,opt,name=last_missed_heartbeat_index,json=lastMissedHeartbeatIndex,proto3" json:"last_missed_heartbeat_index,omitempty"`
-	// Raft index of the last Node.UpdateAlloc batch that carried an update
-	// from this node. A node that missed heartbeats becomes ready only when
-	// this is larger than last_missed_heartbeat_index.
+	// Raft index of the first Node.UpdateAlloc batch that carried an update
+	// from this node since it last missed a heartbeat (of every such batch
+	// while a server older than 0.3.0 is in the cluster). A node that missed
+	// heartbeats becomes ready only when this is larger than
+	// last_missed_heartbeat_index.
 	LastAllocUpdateIndex uint64 `protobuf:"varint,16,opt,name=last_alloc_update_index,json=lastAllocUpdateIndex,proto3" json:"last_alloc_update_index,omitempty"`
 	CreateIndex          uint64 `protobuf:"varint,17,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
 	ModifyIndex          uint64 `protobuf:"varint,18,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
