@@ -101,6 +101,11 @@ func TestPlanResultRejectsPlacementsWithoutReferences(t *testing.T) {
 		{"unknown version", func() *droverv1.Allocation { a := mock.Alloc(n, job, 1); a.JobVersion = 9; return a }, ErrNotFound},
 		{"unknown group", func() *droverv1.Allocation { a := mock.Alloc(n, job, 1); a.TaskGroup = "db"; return a }, ErrNotFound},
 		{"malformed id", func() *droverv1.Allocation { a := mock.Alloc(n, job, 1); a.Id = "x"; return a }, ErrInvalidEntry},
+		{"uppercase id", func() *droverv1.Allocation {
+			a := mock.Alloc(n, job, 1)
+			a.Id = "ABCDEF00-0000-4000-8000-000000000000"
+			return a
+		}, ErrInvalidEntry},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -128,23 +128,6 @@ func TestAllocTreeChangesCollapse(t *testing.T) {
 	}
 }
 
-// TestAllocTreeRejectsMalformedIDs checks that a placement whose id is not
-// a lowercase UUID fails its entry and stores nothing.
-func TestAllocTreeRejectsMalformedIDs(t *testing.T) {
-	f := newFixture(t)
-	n := f.node()
-	job := f.job(2)
-	good, bad := mock.Alloc(n, job, 0), mock.Alloc(n, job, 1)
-	bad.Id = "ABCDEF00-0000-0000-0000-000000000000"
-	_, err := f.s.UpsertPlanResults(f.next(), &droverv1.PlanResultEntry{AppliedAt: 1, Allocations: []*droverv1.Allocation{good, bad}})
-	if !errors.Is(err, ErrInvalidEntry) {
-		t.Fatalf("plan with a malformed allocation id: %v, want an invalid entry", err)
-	}
-	if f.s.Snapshot().AllocByID(good.GetId()) != nil {
-		t.Error("the failed entry's other allocation was stored")
-	}
-}
-
 // TestBlockingQueryWakesForItsAllocation blocks on one allocation's modify
 // index: a write to another allocation may wake it to look again, but only
 // the allocation's own change ends it.
