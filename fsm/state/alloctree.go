@@ -59,11 +59,10 @@ func allocItemLess(a, b allocItem) bool {
 // allocKeyOf decodes a canonical lowercase UUID; ok is false for anything
 // else, which no stored allocation has.
 func allocKeyOf(id string) (allocKey, bool) {
-	if !isLowercaseUUID(id) {
+	var digits [uuidKeyLen]byte
+	if !decodeLowercaseUUID(digits[:], id) {
 		return allocKey{}, false
 	}
-	var digits [uuidKeyLen]byte
-	decodeUUIDDigits(digits[:], id)
 	return allocKeyFromDigits(digits[:]), true
 }
 

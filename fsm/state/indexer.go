@@ -154,22 +154,21 @@ const uuidKeyLen = 32
 
 // uuidKey decodes a canonical lowercase UUID into its 32 digits.
 func uuidKey(s string) ([]byte, bool) {
-	if !isLowercaseUUID(s) {
+	key := make([]byte, uuidKeyLen)
+	if !decodeLowercaseUUID(key, s) {
 		return nil, false
 	}
-	key := make([]byte, uuidKeyLen)
-	decodeUUIDDigits(key, s)
 	return key, true
 }
 
-// isLowercaseUUID reports whether s is a canonical lowercase UUID, the
-// only form of id the uuid-keyed tables store.
-func isLowercaseUUID(s string) bool {
+// decodeLowercaseUUID writes the 32 digits of s into key and reports
+// whether s is a canonical lowercase UUID, the only form of id the
+// uuid-keyed tables and the allocation tree store.
+func decodeLowercaseUUID(key []byte, s string) bool {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false
 	}
-	var key [uuidKeyLen]byte
-	n, ok := decodeUUIDDigits(key[:], s)
+	n, ok := decodeUUIDDigits(key, s)
 	return ok && n == uuidKeyLen
 }
 

@@ -50,13 +50,7 @@ func (r *Restorer) JobVersion(j *droverv1.Job) error {
 // refer to lets them share those objects' id strings.
 func (r *Restorer) Alloc(a *droverv1.Allocation) error {
 	r.refs.internKnown(a)
-	key, ok := allocKeyOf(a.GetId())
-	if !ok {
-		return invalidEntry("allocation id %q is not a lowercase UUID", a.GetId())
-	}
-	r.tx.writable().ReplaceOrInsert(allocItem{key: key, alloc: a})
-	r.tx.trackAlloc(nil, a, true)
-	return nil
+	return r.tx.putAlloc(nil, a, true)
 }
 
 // Eval restores an evaluation.
