@@ -135,11 +135,14 @@ func (h *cycleHook) collected() {
 	if h.stopped.Load() {
 		return
 	}
+	// Arm before signalling: whoever wakes on done may force the next
+	// collection at once, and a sentinel allocated after that collection
+	// began would not be found unreachable until the one after it.
+	h.arm()
 	select {
 	case h.done <- struct{}{}:
 	default: // the previous signal is still unread; one is enough
 	}
-	h.arm()
 }
 
 func (h *cycleHook) stop() { h.stopped.Store(true) }
