@@ -1,8 +1,10 @@
 package state
 
 import (
+	"cmp"
 	"slices"
-	"strings"
+
+	"github.com/google/btree"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -10,19 +12,28 @@ import (
 // allocSet is a row of the derived node_allocs or job_allocs table: the
 // allocations on one node or of one job. It replaces a go-memdb secondary
 // index over allocations, which would cost one radix-tree entry (about 450
-// bytes) per allocation per index; a set costs one pointer per allocation.
-// Holding the allocations themselves, not their ids, makes reading a node's
-// allocations (the scheduler's and plan applier's hottest read) a copy of
-// the row instead of one radix lookup per allocation. It also gives
-// blocking queries one row to watch per node.
+// bytes) per allocation per index.
+//
+// A node's row holds the allocations themselves, not only their ids: reading
+// a node's allocations is the scheduler's and plan applier's hottest read,
+// and this makes it a copy of the row instead of a lookup per allocation.
+// A job's row holds only the ids. Agents' reports change allocations far
+// more often than anything adds or removes them, and a row that held a job
+// of a thousand allocations had to be copied, and searched by id, for every
+// raft entry that carried a report of any of them; a row of ids stays as it
+// is until the job's membership changes. Readers of a job's allocations
+// (an evaluation, the API) look each id up in the allocation tree.
 //
 // Rows are immutable like every stored object; a write transaction builds a
-// new row when it changes a set, including when an allocation in it is
-// replaced by a newer version.
+// new row when it changes a set, including, in a node's row, when an
+// allocation in it is replaced by a newer version. Both also give blocking
+// queries one row to watch per node or job.
 type allocSet struct {
 	// key is the node id or job id.
 	key string
-	// allocs are the current versions, sorted by id.
+	// ids are the allocations' ids, sorted; allocs, in node rows only, are
+	// their current versions in the same order.
+	ids    []allocKey
 	allocs []*droverv1.Allocation
 	// index is the raft index of the last change the set tracks: for nodes
 	// the last server-side change to one of its allocations, for jobs the
@@ -34,6 +45,14 @@ type allocSet struct {
 	live int
 }
 
+// size is how many allocations the set holds; nil-safe.
+func (s *allocSet) size() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.ids)
+}
+
 // lastIndex is nil-safe: a node or job without allocations reports index 1
 // rather than 0, so a blocking query on it waits instead of returning.
 func (s *allocSet) lastIndex() uint64 {
@@ -41,6 +60,25 @@ func (s *allocSet) lastIndex() uint64 {
 		return 1
 	}
 	return s.index
+}
+
+// resolve returns the set's allocations in id order: the row's own when it
+// holds them (shared: callers must not modify it), else each id looked up
+// in tree, the allocation tree of the same point in time.
+func (s *allocSet) resolve(tree *btree.BTreeG[allocItem]) []*droverv1.Allocation {
+	if s.size() == 0 {
+		return nil
+	}
+	if s.allocs != nil {
+		return s.allocs
+	}
+	out := make([]*droverv1.Allocation, 0, len(s.ids))
+	for _, k := range s.ids {
+		if it, ok := tree.Get(allocItem{key: k}); ok {
+			out = append(out, it.alloc)
+		}
+	}
+	return out
 }
 
 // allocMark is a row of the derived node_alloc_marks table: the index of a
@@ -53,17 +91,20 @@ type allocMark struct {
 // setChange accumulates one transaction's changes to one set.
 type setChange struct {
 	old      *allocSet
-	added    []*droverv1.Allocation
-	removed  map[string]struct{}
-	replaced map[string]*droverv1.Allocation
+	added    []allocItem
+	removed  map[allocKey]struct{}
+	replaced map[allocKey]*droverv1.Allocation
 	bumped   bool
 	live     int
 }
 
 // setChanges accumulates a transaction's changes to the sets of one table.
 type setChanges struct {
-	table   string
-	changes map[string]*setChange
+	table string
+	// holdsAllocs says whether the rows hold the allocations as well as
+	// their ids.
+	holdsAllocs bool
+	changes     map[string]*setChange
 	// ownerExists reports whether the node or job a row belongs to still
 	// exists; an empty row of a deleted owner is dropped, not written.
 	ownerExists func(tx *txn, key string) bool
@@ -72,8 +113,8 @@ type setChanges struct {
 	marks string
 }
 
-func newSetChanges(table string, ownerExists func(tx *txn, key string) bool) *setChanges {
-	return &setChanges{table: table, changes: make(map[string]*setChange), ownerExists: ownerExists}
+func newSetChanges(table string, holdsAllocs bool, ownerExists func(tx *txn, key string) bool) *setChanges {
+	return &setChanges{table: table, holdsAllocs: holdsAllocs, changes: make(map[string]*setChange), ownerExists: ownerExists}
 }
 
 // withMarks makes the sets keep an allocMark row per set in table.
@@ -86,15 +127,12 @@ func (c *setChanges) withMarks(table string) *setChanges {
 // far, without recording a change of the set.
 func (c *setChanges) peek(tx *txn, key string) []*droverv1.Allocation {
 	if ch, ok := c.changes[key]; ok {
-		return ch.apply(key, tx.index).allocs
+		return ch.apply(key, tx.index, c.holdsAllocs).resolve(tx.allocs())
 	}
 	_, obj, err := tx.db.FirstWatch(c.table, indexID, key)
 	mustRead(err, c.table, indexID)
 	set, _ := obj.(*allocSet)
-	if set == nil {
-		return nil
-	}
-	return set.allocs
+	return set.resolve(tx.allocs())
 }
 
 func (c *setChanges) get(tx *txn, key string) *setChange {
@@ -114,8 +152,8 @@ func (c *setChanges) flush(tx *txn) map[string]*allocSet {
 	rows := make(map[string]*allocSet, len(c.changes))
 	for _, key := range sortedKeys(c.changes) {
 		ch := c.changes[key]
-		row := ch.apply(key, tx.index)
-		if len(row.allocs) == 0 && !c.ownerExists(tx, key) {
+		row := ch.apply(key, tx.index, c.holdsAllocs)
+		if row.size() == 0 && !c.ownerExists(tx, key) {
 			if ch.old != nil {
 				if err := tx.db.Delete(c.table, ch.old); err != nil {
 					panic("state: delete from " + c.table + ": " + err.Error())
@@ -156,67 +194,73 @@ func (c *setChanges) deleteMark(tx *txn, key string) {
 }
 
 // apply builds the new row: the old allocations minus removed, merged with
-// added, each replaced by its newest version. The index moves only when
-// the change was bumped or the membership changed.
-func (ch *setChange) apply(key string, index uint64) *allocSet {
+// added, each replaced by its newest version when the row holds them. The
+// index moves only when the change was bumped or the membership changed.
+func (ch *setChange) apply(key string, index uint64, holdsAllocs bool) *allocSet {
 	row := &allocSet{key: key, index: index}
-	var old []*droverv1.Allocation
+	var old allocSet
 	membership := len(ch.added) > 0 || len(ch.removed) > 0
 	if ch.old != nil {
-		old = ch.old.allocs
+		old = *ch.old
 		row.live = ch.old.live
 		if !ch.bumped && !membership {
 			row.index = ch.old.index
 		}
 	}
 	row.live += ch.live
-	if !membership && len(ch.replaced) == 0 {
-		row.allocs = old
-		return row
-	}
 	if !membership {
-		// Reports and in-place changes only: copy the row and put each
-		// new version in its place, rather than look every allocation of
-		// a job of thousands up in the map for a few changed ones.
-		row.allocs = slices.Clone(old)
-		for id, a := range ch.replaced {
-			if i, found := slices.BinarySearchFunc(row.allocs, id, byAllocIDKey); found {
-				row.allocs[i] = a
+		row.ids, row.allocs = old.ids, old.allocs
+		if holdsAllocs && len(ch.replaced) > 0 {
+			// Reports and in-place changes only: the ids stay, and each
+			// new version takes its place in a copy of the allocations.
+			row.allocs = slices.Clone(old.allocs)
+			for k, a := range ch.replaced {
+				if i, found := slices.BinarySearchFunc(row.ids, k, compareAllocKeys); found {
+					row.allocs[i] = a
+				}
 			}
 		}
 		return row
 	}
-	slices.SortFunc(ch.added, byAllocID)
-	allocs := make([]*droverv1.Allocation, 0, len(old)+len(ch.added))
+	slices.SortFunc(ch.added, func(a, b allocItem) int { return compareAllocKeys(a.key, b.key) })
+	row.ids = make([]allocKey, 0, len(old.ids)+len(ch.added))
+	if holdsAllocs {
+		row.allocs = make([]*droverv1.Allocation, 0, len(old.ids)+len(ch.added))
+	}
 	i, j := 0, 0
-	for i < len(old) || j < len(ch.added) {
-		var next *droverv1.Allocation
-		if j == len(ch.added) || (i < len(old) && old[i].GetId() < ch.added[j].GetId()) {
-			next = old[i]
+	for i < len(old.ids) || j < len(ch.added) {
+		var next allocItem
+		if j == len(ch.added) || (i < len(old.ids) && compareAllocKeys(old.ids[i], ch.added[j].key) < 0) {
+			next.key = old.ids[i]
+			if holdsAllocs {
+				next.alloc = old.allocs[i]
+			}
 			i++
 		} else {
 			next = ch.added[j]
 			j++
 		}
-		if len(ch.removed) > 0 {
-			if _, gone := ch.removed[next.GetId()]; gone {
-				continue
-			}
+		if _, gone := ch.removed[next.key]; gone {
+			continue
 		}
-		if len(ch.replaced) > 0 {
-			if newer, ok := ch.replaced[next.GetId()]; ok {
-				next = newer
+		row.ids = append(row.ids, next.key)
+		if holdsAllocs {
+			if newer, ok := ch.replaced[next.key]; ok {
+				next.alloc = newer
 			}
+			row.allocs = append(row.allocs, next.alloc)
 		}
-		allocs = append(allocs, next)
 	}
-	row.allocs = allocs
 	return row
 }
 
-func byAllocID(a, b *droverv1.Allocation) int { return strings.Compare(a.GetId(), b.GetId()) }
-
-func byAllocIDKey(a *droverv1.Allocation, id string) int { return strings.Compare(a.GetId(), id) }
+// compareAllocKeys orders ids as their text orders them.
+func compareAllocKeys(a, b allocKey) int {
+	if c := cmp.Compare(a.hi, b.hi); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.lo, b.lo)
+}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -232,13 +276,13 @@ func isLive(a *droverv1.Allocation) bool {
 	return a != nil && !a.Terminal()
 }
 
-// trackAlloc records in the node and job sets that an allocation was
-// created (before nil), changed, or deleted (after nil). serverSide says
-// whether the servers made the change (as opposed to an agent's report).
-// Only server-side changes and membership changes move the node set's
-// index, which agents' GetAllocs waits on: an agent's own report replaces
-// the allocation in the row but never answers its wait.
-func (tx *txn) trackAlloc(before, after *droverv1.Allocation, serverSide bool) {
+// trackAlloc records in the node and job sets that the allocation with id
+// key was created (before nil), changed, or deleted (after nil). serverSide
+// says whether the servers made the change (as opposed to an agent's
+// report). Only server-side changes and membership changes move the node
+// set's index, which agents' GetAllocs waits on: an agent's own report
+// replaces the allocation in the row but never answers its wait.
+func (tx *txn) trackAlloc(key allocKey, before, after *droverv1.Allocation, serverSide bool) {
 	a := after
 	if a == nil {
 		a = before
@@ -256,31 +300,36 @@ func (tx *txn) trackAlloc(before, after *droverv1.Allocation, serverSide bool) {
 	if serverSide {
 		node.bumped = true
 	}
-	for _, ch := range []*setChange{job, node} {
-		switch {
-		case before == nil:
-			ch.added = append(ch.added, after)
-		case after == nil:
-			ch.remove(before.GetId())
-		default:
-			ch.replace(after)
-		}
+	tx.jobSets.record(job, key, before, after)
+	tx.nodeSets.record(node, key, before, after)
+}
+
+// record notes in ch, a change of one of c's sets, that the allocation
+// with id key was created, changed or deleted.
+func (c *setChanges) record(ch *setChange, key allocKey, before, after *droverv1.Allocation) {
+	switch {
+	case before == nil:
+		ch.added = append(ch.added, allocItem{key: key, alloc: after})
+	case after == nil:
+		ch.remove(key)
+	case c.holdsAllocs:
+		ch.replace(key, after)
 	}
 }
 
-func (ch *setChange) remove(id string) {
+func (ch *setChange) remove(key allocKey) {
 	if ch.removed == nil {
-		ch.removed = make(map[string]struct{})
+		ch.removed = make(map[allocKey]struct{})
 	}
-	ch.removed[id] = struct{}{}
+	ch.removed[key] = struct{}{}
 	ch.bumped = true
 }
 
 // replace records a newer version of an allocation already in the set, or
 // added earlier in the same transaction.
-func (ch *setChange) replace(a *droverv1.Allocation) {
+func (ch *setChange) replace(key allocKey, a *droverv1.Allocation) {
 	if ch.replaced == nil {
-		ch.replaced = make(map[string]*droverv1.Allocation)
+		ch.replaced = make(map[allocKey]*droverv1.Allocation)
 	}
-	ch.replaced[a.GetId()] = a
+	ch.replaced[key] = a
 }

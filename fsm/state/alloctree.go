@@ -164,7 +164,7 @@ func (tx *txn) putAlloc(before, after *droverv1.Allocation, serverSide bool) err
 	}
 	tx.writable().ReplaceOrInsert(allocItem{key: key, alloc: after})
 	tx.recordAlloc(id, before, after)
-	tx.trackAlloc(before, after, serverSide)
+	tx.trackAlloc(key, before, after, serverSide)
 	return nil
 }
 
@@ -174,7 +174,7 @@ func (tx *txn) deleteAlloc(a *droverv1.Allocation) {
 	key, _ := allocKeyOf(a.GetId()) // stored, so well formed
 	tx.writable().Delete(allocItem{key: key})
 	tx.recordAlloc(a.GetId(), a, nil)
-	tx.trackAlloc(a, nil, true)
+	tx.trackAlloc(key, a, nil, true)
 }
 
 // recordAlloc notes a write for the index table and, when tracking, for
@@ -224,14 +224,21 @@ func (tx *txn) allocChanges() []Change {
 // allocTree returns the snapshot's tree, loaded on first use. Reads from it
 // are watched through the index table's row for allocations.
 func (s *Snapshot) allocTree() *btree.BTreeG[allocItem] {
+	tree := s.storedAllocTree()
+	if s.ws != nil && !s.allocsWatched {
+		s.watch(s.tableWatch(TableAllocs))
+		s.allocsWatched = true
+	}
+	return tree
+}
+
+// storedAllocTree returns the snapshot's tree without watching it, for
+// readers whose watch on another row already covers what they read.
+func (s *Snapshot) storedAllocTree() *btree.BTreeG[allocItem] {
 	if s.allocs == nil {
 		row, err := s.txn.First(tableAllocTree, indexID, allocTreeKey)
 		mustRead(err, tableAllocTree, indexID)
 		s.allocs = allocTreeOf(row)
-	}
-	if s.ws != nil && !s.allocsWatched {
-		s.watch(s.tableWatch(TableAllocs))
-		s.allocsWatched = true
 	}
 	return s.allocs
 }

@@ -232,7 +232,7 @@ func jobStatus(j *droverv1.Job, set *allocSet) droverv1.JobStatus {
 		return droverv1.JobStatus_JOB_STATUS_DEAD
 	case set != nil && set.live > 0:
 		return droverv1.JobStatus_JOB_STATUS_RUNNING
-	case set != nil && len(set.allocs) > 0 && j.GetType() == droverv1.JobType_JOB_TYPE_BATCH:
+	case set.size() > 0 && j.GetType() == droverv1.JobType_JOB_TYPE_BATCH:
 		return droverv1.JobStatus_JOB_STATUS_DEAD
 	}
 	return droverv1.JobStatus_JOB_STATUS_PENDING

@@ -310,8 +310,10 @@ func (s *Snapshot) AgentAllocs(nodeID string) ([]*droverv1.Allocation, uint64) {
 // AllocsByJob returns the allocations of a job, in id order, and the raft
 // index of the last change to any of them.
 func (s *Snapshot) AllocsByJob(jobID string) ([]*droverv1.Allocation, uint64) {
+	// The row's watch covers its allocations: its index moves with every
+	// change to any of them, so the tree is read unwatched.
 	set := first[*allocSet](s, tableJobAllocs, indexID, jobID)
-	return s.allocsOf(set), set.lastIndex()
+	return set.resolve(s.storedAllocTree()), set.lastIndex()
 }
 
 // AllocsByEval returns the allocations an evaluation created or last
@@ -331,8 +333,9 @@ func (s *Snapshot) AllocsByEval(evalID string) []*droverv1.Allocation {
 	return out
 }
 
+// allocsOf returns a node's allocations from its row.
 func (s *Snapshot) allocsOf(set *allocSet) []*droverv1.Allocation {
-	if set == nil || len(set.allocs) == 0 {
+	if set.size() == 0 {
 		return nil
 	}
 	// A copy: callers may sort or append to what they get.

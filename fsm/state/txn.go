@@ -36,8 +36,8 @@ func newTxn(db *memdb.MemDB, index uint64) *txn {
 		db:       db.Txn(true),
 		index:    index,
 		tables:   make(map[string]struct{}),
-		nodeSets: newSetChanges(tableNodeAllocs, func(tx *txn, id string) bool { return tx.node(id) != nil }).withMarks(tableNodeAllocMarks),
-		jobSets:  newSetChanges(tableJobAllocs, func(tx *txn, id string) bool { return tx.job(id) != nil }),
+		nodeSets: newSetChanges(tableNodeAllocs, true, func(tx *txn, id string) bool { return tx.node(id) != nil }).withMarks(tableNodeAllocMarks),
+		jobSets:  newSetChanges(tableJobAllocs, false, func(tx *txn, id string) bool { return tx.job(id) != nil }),
 		ipBlocks: make(ipChanges),
 	}
 }
