@@ -3,6 +3,7 @@ package state
 import (
 	"cmp"
 	"slices"
+	"sync/atomic"
 
 	"github.com/google/btree"
 
@@ -43,6 +44,11 @@ type allocSet struct {
 	// (neither stopped nor wanted stopped); it gives a job its status without
 	// a scan. Node sets do not keep it.
 	live int
+	// resolved caches, in job rows, the allocations the ids name. Every
+	// change to any of a job's allocations writes a new row, so what a row
+	// resolves to is the same in every snapshot it is current in, and a job
+	// read again before it changes costs no lookup.
+	resolved atomic.Pointer[[]*droverv1.Allocation]
 }
 
 // size is how many allocations the set holds; nil-safe.
@@ -78,6 +84,22 @@ func (s *allocSet) resolve(tree *btree.BTreeG[allocItem]) []*droverv1.Allocation
 			out = append(out, it.alloc)
 		}
 	}
+	return out
+}
+
+// resolveShared is resolve for a stored row read from a snapshot whose
+// tree is tree, cached in the row: the result is shared, callers must not
+// modify it. Only snapshots may call it: in a write transaction the tree
+// may already hold changes the row does not track yet.
+func (s *allocSet) resolveShared(tree *btree.BTreeG[allocItem]) []*droverv1.Allocation {
+	if s.size() == 0 || s.allocs != nil {
+		return s.resolve(tree)
+	}
+	if p := s.resolved.Load(); p != nil {
+		return *p
+	}
+	out := s.resolve(tree)
+	s.resolved.Store(&out)
 	return out
 }
 
@@ -198,10 +220,11 @@ func (c *setChanges) deleteMark(tx *txn, key string) {
 // index moves only when the change was bumped or the membership changed.
 func (ch *setChange) apply(key string, index uint64, holdsAllocs bool) *allocSet {
 	row := &allocSet{key: key, index: index}
-	var old allocSet
+	var oldIDs []allocKey
+	var oldAllocs []*droverv1.Allocation
 	membership := len(ch.added) > 0 || len(ch.removed) > 0
 	if ch.old != nil {
-		old = *ch.old
+		oldIDs, oldAllocs = ch.old.ids, ch.old.allocs
 		row.live = ch.old.live
 		if !ch.bumped && !membership {
 			row.index = ch.old.index
@@ -209,11 +232,11 @@ func (ch *setChange) apply(key string, index uint64, holdsAllocs bool) *allocSet
 	}
 	row.live += ch.live
 	if !membership {
-		row.ids, row.allocs = old.ids, old.allocs
+		row.ids, row.allocs = oldIDs, oldAllocs
 		if holdsAllocs && len(ch.replaced) > 0 {
 			// Reports and in-place changes only: the ids stay, and each
 			// new version takes its place in a copy of the allocations.
-			row.allocs = slices.Clone(old.allocs)
+			row.allocs = slices.Clone(oldAllocs)
 			for k, a := range ch.replaced {
 				if i, found := slices.BinarySearchFunc(row.ids, k, compareAllocKeys); found {
 					row.allocs[i] = a
@@ -223,17 +246,17 @@ func (ch *setChange) apply(key string, index uint64, holdsAllocs bool) *allocSet
 		return row
 	}
 	slices.SortFunc(ch.added, func(a, b allocItem) int { return compareAllocKeys(a.key, b.key) })
-	row.ids = make([]allocKey, 0, len(old.ids)+len(ch.added))
+	row.ids = make([]allocKey, 0, len(oldIDs)+len(ch.added))
 	if holdsAllocs {
-		row.allocs = make([]*droverv1.Allocation, 0, len(old.ids)+len(ch.added))
+		row.allocs = make([]*droverv1.Allocation, 0, len(oldIDs)+len(ch.added))
 	}
 	i, j := 0, 0
-	for i < len(old.ids) || j < len(ch.added) {
+	for i < len(oldIDs) || j < len(ch.added) {
 		var next allocItem
-		if j == len(ch.added) || (i < len(old.ids) && compareAllocKeys(old.ids[i], ch.added[j].key) < 0) {
-			next.key = old.ids[i]
+		if j == len(ch.added) || (i < len(oldIDs) && compareAllocKeys(oldIDs[i], ch.added[j].key) < 0) {
+			next.key = oldIDs[i]
 			if holdsAllocs {
-				next.alloc = old.allocs[i]
+				next.alloc = oldAllocs[i]
 			}
 			i++
 		} else {

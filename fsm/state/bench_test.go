@@ -156,6 +156,51 @@ func BenchmarkClientUpdates(b *testing.B) {
 	b.Run("nodes-per-entry=200/one-alloc-each/first-reports", func(b *testing.B) { started.report(b, 200) })
 }
 
+// BenchmarkJobAllocsRead reads the allocations of one job of 1,000 among
+// 100,000 (100 jobs on 5,000 nodes) from a new snapshot each time, as the
+// API and each evaluation do: "unchanged" reads jobs none of whose
+// allocations changed since they were last read, "changed" reads a job
+// right after one of its allocations was reported (untimed).
+//
+//	go test -run '^$' -bench JobAllocsRead -benchmem -count 5 ./fsm/state/
+func BenchmarkJobAllocsRead(b *testing.B) {
+	const nodes, jobs, allocs = 5000, 100, 100_000
+	rb := placeForReports(b, nodes, jobs, allocs, func(i int) int { return i / (allocs / jobs) }, false)
+	snap := rb.f.s.Snapshot()
+	var jobIDs []string
+	byJob := make(map[string][]*droverv1.Allocation)
+	for a := range snap.Allocs() {
+		if _, ok := byJob[a.GetJobId()]; !ok {
+			jobIDs = append(jobIDs, a.GetJobId())
+		}
+		byJob[a.GetJobId()] = append(byJob[a.GetJobId()], a)
+	}
+	read := func(b *testing.B, i int) {
+		got, _ := rb.f.s.Snapshot().AllocsByJob(jobIDs[i%len(jobIDs)])
+		if len(got) != allocs/jobs {
+			b.Fatalf("read %d allocations, want %d", len(got), allocs/jobs)
+		}
+	}
+	b.Run("unchanged", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			read(b, i)
+			i++
+		}
+	})
+	b.Run("changed", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			b.StopTimer()
+			a := byJob[jobIDs[i%len(jobIDs)]][i/len(jobIDs)%(allocs/jobs)]
+			rb.f.report(a.GetNodeId(), droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, a.GetId())
+			b.StartTimer()
+			read(b, i)
+			i++
+		}
+	})
+}
+
 // BenchmarkClientUpdatesAtScale applies agents' reports to a store of a
 // million allocations of 1,000 jobs on 5,000 nodes (the full C1M), in
 // entries of whole nodes' reports (200 allocations each): two nodes, what

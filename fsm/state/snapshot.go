@@ -313,7 +313,7 @@ func (s *Snapshot) AllocsByJob(jobID string) ([]*droverv1.Allocation, uint64) {
 	// The row's watch covers its allocations: its index moves with every
 	// change to any of them, so the tree is read unwatched.
 	set := first[*allocSet](s, tableJobAllocs, indexID, jobID)
-	return set.resolve(s.storedAllocTree()), set.lastIndex()
+	return slices.Clone(set.resolveShared(s.storedAllocTree())), set.lastIndex()
 }
 
 // AllocsByEval returns the allocations an evaluation created or last
