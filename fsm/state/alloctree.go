@@ -235,12 +235,14 @@ func (s *Snapshot) allocTree() *btree.BTreeG[allocItem] {
 // storedAllocTree returns the snapshot's tree without watching it, for
 // readers whose watch on another row already covers what they read.
 func (s *Snapshot) storedAllocTree() *btree.BTreeG[allocItem] {
-	if s.allocs == nil {
-		row, err := s.txn.First(tableAllocTree, indexID, allocTreeKey)
-		mustRead(err, tableAllocTree, indexID)
-		s.allocs = allocTreeOf(row)
+	if t := s.allocs.Load(); t != nil {
+		return t
 	}
-	return s.allocs
+	row, err := s.txn.First(tableAllocTree, indexID, allocTreeKey)
+	mustRead(err, tableAllocTree, indexID)
+	t := allocTreeOf(row)
+	s.allocs.Store(t)
+	return t
 }
 
 // AllocByID returns the allocation, or nil.

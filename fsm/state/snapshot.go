@@ -6,6 +6,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/btree"
 	"github.com/hashicorp/go-memdb"
@@ -17,14 +18,17 @@ import (
 // return shared immutable objects: never modify them. A Snapshot made by
 // BlockingQuery also records a watch channel for everything it reads.
 //
-// A Snapshot is not safe for concurrent use.
+// A Snapshot made by BlockingQuery is not safe for concurrent use. One
+// without a watch set may be read from several goroutines (schedulers
+// racing from the same state, in tests): its go-memdb transaction only
+// reads, and what it loads lazily it loads atomically.
 type Snapshot struct {
 	txn   *memdb.Txn
 	ws    memdb.WatchSet
 	index uint64
 	// allocs is the allocation tree, loaded on first use; allocsWatched
 	// says whether ws already watches it.
-	allocs        *btree.BTreeG[allocItem]
+	allocs        atomic.Pointer[btree.BTreeG[allocItem]]
 	allocsWatched bool
 }
 
