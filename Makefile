@@ -141,6 +141,7 @@ bench: ## The benchmarks of docs/benchmarks.md (5 runs each) into bench.out, the
 	@{ $(GO) test -run '^$$' -bench 'Register|GRPCFloor|Wakeup' -benchtime 20000x -count 5 ./rpc/ && \
 	   $(GO) test -run '^$$' -bench 'MemoryPerAlloc' -benchtime 1x -count 5 ./fsm/state/ && \
 	   $(GO) test -run '^$$' -bench 'PlanResult1000' -benchtime 50x -count 5 ./fsm/state/ && \
+	   $(GO) test -run '^$$' -bench 'ClientUpdates$$|JobAllocsRead|AllocIndex' -benchmem -count 5 ./fsm/state/ && \
 	   $(GO) test -run '^$$' -bench . -benchmem -count 5 ./fsm/events/ && \
 	   $(GO) test -run '^$$' -bench 'ClusterWrites' -benchtime 10000x -count 5 ./test/ && \
 	   $(GO) test -run '^$$' -bench '^BenchmarkFailover$$' -benchtime 10x -count 1 ./test/ && \
