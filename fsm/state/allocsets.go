@@ -89,8 +89,8 @@ func (s *allocSet) resolve(tree *btree.BTreeG[allocItem]) []*droverv1.Allocation
 
 // resolveShared is resolve for a stored row read from a snapshot whose
 // tree is tree, cached in the row: the result is shared, callers must not
-// modify it. Only snapshots may call it: in a write transaction the tree
-// may already hold changes the row does not track yet.
+// modify it. Write transactions use resolve: the rows they read are mostly
+// rows they are building, which no later reader sees.
 func (s *allocSet) resolveShared(tree *btree.BTreeG[allocItem]) []*droverv1.Allocation {
 	if s.size() == 0 || s.allocs != nil {
 		return s.resolve(tree)
