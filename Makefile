@@ -138,7 +138,7 @@ lint: ## staticcheck ./... (developer tool; not part of test)
 	$(STATICCHECK) ./...
 
 bench: ## The benchmarks of docs/benchmarks.md (5 runs each) into bench.out, then benchstat medians
-	@{ $(GO) test -run '^$$' -bench 'Register|GRPCFloor|Wakeup' -benchtime 20000x -count 5 ./rpc/ && \
+	@{ $(GO) test -run '^$$' -bench 'Register|GRPCFloor|Wakeup|GetAllocsAnswer' -benchtime 20000x -count 5 ./rpc/ && \
 	   $(GO) test -run '^$$' -bench 'MemoryPerAlloc' -benchtime 1x -count 5 ./fsm/state/ && \
 	   $(GO) test -run '^$$' -bench 'PlanResult1000' -benchtime 50x -count 5 ./fsm/state/ && \
 	   $(GO) test -run '^$$' -bench 'ClientUpdates$$|JobAllocsRead|AllocIndex' -benchmem -count 5 ./fsm/state/ && \

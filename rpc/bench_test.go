@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,9 +139,10 @@ func BenchmarkGetAllocsWakeup(b *testing.B) {
 
 // BenchmarkGetAllocsAnswer measures one GetAllocs answer for a node running
 // one allocation of each of 20 jobs, the shape of a c1m node, with the agent
-// naming none or all of the job versions it holds (known_jobs). The server
-// runs in the benchmark's process, so the figures include the agent's
-// decoding.
+// naming none or all of the job versions it holds (known_jobs), and then
+// also all the allocations it holds (known_allocs), as an agent polling
+// again after a report does. The server runs in the benchmark's process,
+// so the figures include the agent's encoding and decoding.
 //
 //	go test -run '^$' -bench GetAllocsAnswer -count 5 ./rpc/
 func BenchmarkGetAllocsAnswer(b *testing.B) {
@@ -162,27 +164,41 @@ func BenchmarkGetAllocsAnswer(b *testing.B) {
 	if _, _, err := srv.Apply(context.Background(), droverv1.MessageTypePlanResult, entry); err != nil {
 		b.Fatal(err)
 	}
-	ask := func(known []*droverv1.KnownJobVersion) *droverv1.GetAllocsResponse {
-		resp, err := nodes.GetAllocs(context.Background(), &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(), KnownJobs: known})
+	ask := func(knownJobs []*droverv1.KnownJobVersion, knownAllocs []*droverv1.KnownAlloc) *droverv1.GetAllocsResponse {
+		resp, err := nodes.GetAllocs(context.Background(), &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			KnownJobs: knownJobs, KnownAllocs: knownAllocs})
 		if err != nil {
 			b.Fatal(err)
 		}
 		return resp
 	}
-	var all []*droverv1.KnownJobVersion
-	for _, j := range ask(nil).GetJobs() {
-		all = append(all, &droverv1.KnownJobVersion{JobId: j.GetId(), Version: j.GetVersion(), JobModifyIndex: j.GetJobModifyIndex()})
+	first := ask(nil, nil)
+	var allJobs []*droverv1.KnownJobVersion
+	for _, j := range first.GetJobs() {
+		allJobs = append(allJobs, &droverv1.KnownJobVersion{JobId: j.GetId(), Version: j.GetVersion(), JobModifyIndex: j.GetJobModifyIndex()})
 	}
+	var allAllocs []*droverv1.KnownAlloc
+	for _, a := range first.GetAllocs() {
+		allAllocs = append(allAllocs, &droverv1.KnownAlloc{AllocId: a.GetId(), ModifyIndex: a.GetModifyIndex()})
+	}
+	slices.SortFunc(allAllocs, func(a, b *droverv1.KnownAlloc) int { return strings.Compare(a.GetAllocId(), b.GetAllocId()) })
 	for _, bc := range []struct {
-		name  string
-		known []*droverv1.KnownJobVersion
-		want  int
-	}{{"known=none", nil, jobs}, {"known=all", all, 0}} {
+		name                 string
+		knownJobs            []*droverv1.KnownJobVersion
+		knownAllocs          []*droverv1.KnownAlloc
+		wantAllocs, wantJobs int
+	}{
+		{"known=none", nil, nil, jobs, jobs},
+		{"known=jobs", allJobs, nil, jobs, 0},
+		{"known=jobs,allocs", allJobs, allAllocs, 0, 0},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if resp := ask(bc.known); len(resp.GetAllocs()) != jobs || len(resp.GetJobs()) != bc.want {
-					b.Fatalf("%d allocations and %d jobs, want %d and %d", len(resp.GetAllocs()), len(resp.GetJobs()), jobs, bc.want)
+				resp := ask(bc.knownJobs, bc.knownAllocs)
+				if len(resp.GetAllocs()) != bc.wantAllocs || len(resp.GetJobs()) != bc.wantJobs || len(resp.GetAllocs())+len(resp.GetUnchangedAllocIds()) != jobs {
+					b.Fatalf("%d allocations, %d unchanged and %d jobs, want %d, %d and %d",
+						len(resp.GetAllocs()), len(resp.GetUnchangedAllocIds()), len(resp.GetJobs()), bc.wantAllocs, jobs-bc.wantAllocs, bc.wantJobs)
 				}
 			}
 		})

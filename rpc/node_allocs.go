@@ -3,6 +3,8 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -177,15 +179,53 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 		// holds the ones these allocations run.
 		answered = s.backend.State().Snapshot()
 	}
+	resp.Allocs, resp.UnchangedAllocIds = leaveOutKnown(resp.Allocs, req.GetKnownAllocs())
 	resp.Jobs = jobVersionsOf(answered, resp.Allocs, req.GetKnownJobs())
 	return resp, nil
 }
 
+// leaveOutKnown splits a node's allocations into those to send and the
+// ids of those the agent holds at the version it named (known): an
+// allocation is unchanged when its modify_index is the one named, since
+// every change to an allocation moves it. A node's answer otherwise
+// carries all its allocations each time one of them is placed or
+// stopped, which was most of what the servers encoded for agents and
+// most of what agents decoded. Both lists are walked in id order (a
+// node's allocations come in it, and agents send known in it; either is
+// sorted here if not), which costs no map per poll.
+func leaveOutKnown(allocs []*droverv1.Allocation, known []*droverv1.KnownAlloc) (send []*droverv1.Allocation, unchanged []string) {
+	if len(known) == 0 {
+		return allocs, nil
+	}
+	byID := func(a, b *droverv1.Allocation) int { return strings.Compare(a.GetId(), b.GetId()) }
+	if !slices.IsSortedFunc(allocs, byID) {
+		allocs = slices.SortedFunc(slices.Values(allocs), byID)
+	}
+	knownByID := func(a, b *droverv1.KnownAlloc) int { return strings.Compare(a.GetAllocId(), b.GetAllocId()) }
+	if !slices.IsSortedFunc(known, knownByID) {
+		known = slices.SortedFunc(slices.Values(known), knownByID)
+	}
+	send = make([]*droverv1.Allocation, 0, len(allocs))
+	i := 0
+	for _, a := range allocs {
+		for i < len(known) && known[i].GetAllocId() < a.GetId() {
+			i++
+		}
+		if i < len(known) && known[i].GetAllocId() == a.GetId() && known[i].GetModifyIndex() == a.GetModifyIndex() {
+			unchanged = append(unchanged, a.GetId())
+			continue
+		}
+		send = append(send, a)
+	}
+	return send, unchanged
+}
+
 // jobVersionsOf returns the job versions the allocations run, each once,
 // less those the agent holds already (known). An agent wakes once per
-// placement on its node and each answer lists all its allocations; without
-// known, every answer carried every job version again, most of the
-// encoding of a busy server's answers.
+// placement on its node; without known, every answer carried every job
+// version again, most of the encoding of a busy server's answers. The
+// allocations are those the answer sends: the agent holds the job
+// versions of those it named as unchanged.
 func jobVersionsOf(snap *state.Snapshot, allocs []*droverv1.Allocation, known []*droverv1.KnownJobVersion) []*droverv1.Job {
 	type version struct {
 		id string

@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -200,6 +201,10 @@ func TestGetAllocsRejections(t *testing.T) {
 			KnownJobs: []*droverv1.KnownJobVersion{{JobId: "web"}, {JobId: "no spaces"}}}, codes.InvalidArgument, "known_jobs[1].job_id"},
 		{"too many known jobs", &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
 			KnownJobs: make([]*droverv1.KnownJobVersion, droverv1.MaxKnownJobs+1)}, codes.InvalidArgument, "known_jobs"},
+		{"bad known alloc id", &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			KnownAllocs: []*droverv1.KnownAlloc{{AllocId: mock.ID()}, {AllocId: "a1"}}}, codes.InvalidArgument, "known_allocs[1].alloc_id"},
+		{"too many known allocs", &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
+			KnownAllocs: make([]*droverv1.KnownAlloc, droverv1.MaxKnownAllocs+1)}, codes.InvalidArgument, "known_allocs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,6 +287,82 @@ func TestGetAllocsLeavesOutKnownJobs(t *testing.T) {
 			want := slices.Sorted(slices.Values(tt.want))
 			if !slices.Equal(got, want) {
 				t.Errorf("jobs sent %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestGetAllocsLeavesOutKnownAllocs checks that an answer names the
+// allocations the agent holds at their current modify_index as unchanged
+// instead of sending them, sends those it holds at another index, and the
+// job versions of only what it sends.
+func TestGetAllocsLeavesOutKnownAllocs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.register()
+	web, db := e.job(2), e.job(1)
+	e.place(n, web, 2)
+	e.place(n, db, 1)
+	ask := func(known ...*droverv1.KnownAlloc) *droverv1.GetAllocsResponse {
+		t.Helper()
+		resp, err := e.nodes.GetAllocs(e.ctx(), &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(), KnownAllocs: known})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	all := ask().GetAllocs()
+	if len(all) != 3 {
+		t.Fatalf("%d allocations, want 3 with nothing known", len(all))
+	}
+	byJob := map[string][]*droverv1.Allocation{}
+	for _, a := range all {
+		byJob[a.GetJobId()] = append(byJob[a.GetJobId()], a)
+	}
+	w0, w1, d := byJob[web.GetId()][0], byJob[web.GetId()][1], byJob[db.GetId()][0]
+	held := func(a *droverv1.Allocation, modifyIndex uint64) *droverv1.KnownAlloc {
+		return &droverv1.KnownAlloc{AllocId: a.GetId(), ModifyIndex: modifyIndex}
+	}
+	// Agents name what they hold in id order; the server takes any order.
+	descending := func(known ...*droverv1.KnownAlloc) []*droverv1.KnownAlloc {
+		slices.SortFunc(known, func(a, b *droverv1.KnownAlloc) int { return strings.Compare(b.GetAllocId(), a.GetAllocId()) })
+		return known
+	}
+	tests := []struct {
+		name                  string
+		known                 []*droverv1.KnownAlloc
+		sent, unchanged, jobs []string
+	}{
+		{"one held", []*droverv1.KnownAlloc{held(w0, w0.GetModifyIndex())},
+			[]string{w1.GetId(), d.GetId()}, []string{w0.GetId()}, []string{web.GetId(), db.GetId()}},
+		{"a job's all held", []*droverv1.KnownAlloc{held(w0, w0.GetModifyIndex()), held(w1, w1.GetModifyIndex())},
+			[]string{d.GetId()}, []string{w0.GetId(), w1.GetId()}, []string{db.GetId()}},
+		{"all held", []*droverv1.KnownAlloc{held(w0, w0.GetModifyIndex()), held(w1, w1.GetModifyIndex()), held(d, d.GetModifyIndex())},
+			nil, []string{w0.GetId(), w1.GetId(), d.GetId()}, nil},
+		{"all held, named out of id order", descending(held(w0, w0.GetModifyIndex()), held(w1, w1.GetModifyIndex()), held(d, d.GetModifyIndex())),
+			nil, []string{w0.GetId(), w1.GetId(), d.GetId()}, nil},
+		{"held at an older index", []*droverv1.KnownAlloc{held(d, d.GetModifyIndex()-1)},
+			[]string{w0.GetId(), w1.GetId(), d.GetId()}, nil, []string{web.GetId(), db.GetId()}},
+		{"held but collected", []*droverv1.KnownAlloc{{AllocId: mock.ID(), ModifyIndex: 3}},
+			[]string{w0.GetId(), w1.GetId(), d.GetId()}, nil, []string{web.GetId(), db.GetId()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := ask(tt.known...)
+			var sent, jobs []string
+			for _, a := range resp.GetAllocs() {
+				sent = append(sent, a.GetId())
+			}
+			for _, j := range resp.GetJobs() {
+				jobs = append(jobs, j.GetId())
+			}
+			for _, c := range []struct {
+				what      string
+				got, want []string
+			}{{"sent", sent, tt.sent}, {"unchanged", resp.GetUnchangedAllocIds(), tt.unchanged}, {"job versions", jobs, tt.jobs}} {
+				if got, want := slices.Sorted(slices.Values(c.got)), slices.Sorted(slices.Values(c.want)); !slices.Equal(got, want) {
+					t.Errorf("%s %v, want %v", c.what, got, want)
+				}
 			}
 		})
 	}

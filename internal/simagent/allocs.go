@@ -2,7 +2,9 @@ package simagent
 
 import (
 	"hash/fnv"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -67,11 +69,22 @@ type allocSet struct {
 	// allocations still run; the next GetAllocs names them (known), so
 	// that the servers leave them out.
 	jobs map[jobVersionKey]*droverv1.Job
+	// seen is the servers' view of the node's allocations as of the last
+	// answer: each one's modify_index and job version. The next GetAllocs
+	// names them (knownAllocs), so that the servers send only those that
+	// changed.
+	seen map[string]seenAlloc
+}
+
+// seenAlloc is an allocation as the servers last answered it.
+type seenAlloc struct {
+	modifyIndex uint64
+	job         jobVersionKey
 }
 
 func newAllocSet(startDelay, batchRun int64, failureRate float64, healthDelay int64) *allocSet {
 	return &allocSet{startDelay: startDelay, batchRun: batchRun, failureRate: failureRate, healthDelay: healthDelay,
-		m: make(map[string]*simAlloc), jobs: make(map[jobVersionKey]*droverv1.Job)}
+		m: make(map[string]*simAlloc), jobs: make(map[jobVersionKey]*droverv1.Job), seen: make(map[string]seenAlloc)}
 }
 
 // known lists the job versions the agent holds, for GetAllocs.
@@ -85,6 +98,19 @@ func (s *allocSet) known() []*droverv1.KnownJobVersion {
 	return out
 }
 
+// knownAllocs lists the allocations the agent holds the servers' view
+// of, for GetAllocs, in id order: the order servers walk them in.
+func (s *allocSet) knownAllocs() []*droverv1.KnownAlloc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*droverv1.KnownAlloc, 0, len(s.seen))
+	for id, a := range s.seen {
+		out = append(out, &droverv1.KnownAlloc{AllocId: id, ModifyIndex: a.modifyIndex})
+	}
+	slices.SortFunc(out, func(a, b *droverv1.KnownAlloc) int { return strings.Compare(a.GetAllocId(), b.GetAllocId()) })
+	return out
+}
+
 // change says what an update of the set calls for: whether there are
 // reports to send, and when the set next moves on by itself (0 never).
 type change struct {
@@ -92,23 +118,32 @@ type change struct {
 	next  int64
 }
 
-// apply merges the servers' view of the node's allocations at time now.
-// The answer's job versions join those held from earlier answers; versions
-// no allocation of the answer runs are dropped.
+// apply merges the servers' view of the node's allocations at time now:
+// those the answer sends, and those it names unchanged since the agent
+// last saw them, which need nothing done again. The answer's job versions
+// join those held from earlier answers; versions no allocation of the
+// node runs are dropped.
 func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, j := range resp.GetJobs() {
 		s.jobs[jobVersionKey{j.GetId(), j.GetVersion()}] = j
 	}
-	present := make(map[string]bool, len(resp.GetAllocs()))
+	seen := make(map[string]seenAlloc, len(resp.GetAllocs())+len(resp.GetUnchangedAllocIds()))
 	running := make(map[jobVersionKey]bool, len(s.jobs))
+	for _, id := range resp.GetUnchangedAllocIds() {
+		if a, ok := s.seen[id]; ok {
+			seen[id] = a
+			running[a.job] = true
+		}
+	}
 	for _, a := range resp.GetAllocs() {
-		present[a.GetId()] = true
 		k := jobVersionKey{a.GetJobId(), a.GetJobVersion()}
+		seen[a.GetId()] = seenAlloc{modifyIndex: a.GetModifyIndex(), job: k}
 		running[k] = true
 		s.merge(a, s.jobs[k], now)
 	}
+	s.seen = seen
 	for k := range s.jobs {
 		if !running[k] {
 			delete(s.jobs, k)
@@ -116,7 +151,7 @@ func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
 	}
 	for id, a := range s.m {
 		// Collected by the servers after this agent's final report.
-		if !present[id] && a.status.IsClientTerminal() && !a.dirty() {
+		if _, present := seen[id]; !present && a.status.IsClientTerminal() && !a.dirty() {
 			delete(s.m, id)
 		}
 	}

@@ -377,3 +377,50 @@ func TestAllocSetHoldsJobVersions(t *testing.T) {
 		t.Errorf("known after job s left the node %v, want %v", got, want)
 	}
 }
+
+// TestAllocSetHoldsServerView checks that an agent names the allocations
+// it holds at the modify_index it last received, keeps the job versions
+// and state of those the servers name unchanged, and drops one named in
+// neither list once it has finished (collected).
+func TestAllocSetHoldsServerView(t *testing.T) {
+	s := newAllocSet(startDelay, batchRun, 0, 0)
+	first := answer(serverAlloc("a1", "b", run, pending, 5), serverAlloc("a2", "s", run, complete, 6), serverAlloc("a3", "s", run, pending, 7))
+	s.apply(first, now)
+	knownAllocs := func() []string {
+		var ids []string
+		for _, k := range s.knownAllocs() {
+			ids = append(ids, fmt.Sprintf("%s@%d", k.GetAllocId(), k.GetModifyIndex()))
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if got, want := knownAllocs(), []string{"a1@5", "a2@6", "a3@7"}; !slices.Equal(got, want) {
+		t.Fatalf("known allocations after the first answer %v, want %v", got, want)
+	}
+	a1 := *s.m["a1"]
+	// a1 unchanged and sent no more, with its job left out; a3 changed
+	// (stopped); a2, finished and acknowledged, collected.
+	s.m["a2"] = &simAlloc{status: complete, reported: complete}
+	s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{serverAlloc("a3", "s", stop, pending, 9)},
+		UnchangedAllocIds: []string{"a1"}}, now+1)
+	if got, want := knownAllocs(), []string{"a1@5", "a3@9"}; !slices.Equal(got, want) {
+		t.Errorf("known allocations after the second answer %v, want %v", got, want)
+	}
+	if got := s.m["a1"]; got == nil || *got != a1 {
+		t.Errorf("a1 named unchanged became %+v, want %+v as it was", got, a1)
+	}
+	if _, ok := s.m["a2"]; ok {
+		t.Error("a2, finished and in neither list, was kept")
+	}
+	if got, want := s.m["a3"].status, complete; got != want {
+		t.Errorf("a3 stopped by the servers is %s, want %s", got, want)
+	}
+	var jobs []string
+	for _, k := range s.known() {
+		jobs = append(jobs, k.GetJobId())
+	}
+	slices.Sort(jobs)
+	if want := []string{"b", "s"}; !slices.Equal(jobs, want) {
+		t.Errorf("job versions held %v, want %v: an unchanged allocation still runs its version", jobs, want)
+	}
+}

@@ -81,7 +81,7 @@ func (a *Agent) getAllocs(ctx context.Context, client droverv1.NodeServiceClient
 	defer cancel()
 	return client.GetAllocs(cctx, &droverv1.GetAllocsRequest{
 		NodeId: a.node.ID, SecretId: a.node.Secret, MinIndex: index, MaxWait: durationpb.New(a.f.cfg.PollWait),
-		KnownJobs: a.allocs.known(),
+		KnownJobs: a.allocs.known(), KnownAllocs: a.allocs.knownAllocs(),
 	})
 }
 

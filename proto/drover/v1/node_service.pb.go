@@ -453,7 +453,13 @@ type GetAllocsRequest struct {
 	// Job versions the agent holds from earlier answers: the answer leaves
 	// them out of jobs, since a job version never changes once written. At
 	// most 4096.
-	KnownJobs     []*KnownJobVersion `protobuf:"bytes,6,rep,name=known_jobs,json=knownJobs,proto3" json:"known_jobs,omitempty"`
+	KnownJobs []*KnownJobVersion `protobuf:"bytes,6,rep,name=known_jobs,json=knownJobs,proto3" json:"known_jobs,omitempty"`
+	// Allocations the agent holds from earlier answers, each at the
+	// modify_index it was answered at: the answer names those still at
+	// that index in unchanged_alloc_ids instead of sending them again. An
+	// agent that names an allocation here holds its job version. At most
+	// 4096.
+	KnownAllocs   []*KnownAlloc `protobuf:"bytes,7,rep,name=known_allocs,json=knownAllocs,proto3" json:"known_allocs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -531,6 +537,66 @@ func (x *GetAllocsRequest) GetKnownJobs() []*KnownJobVersion {
 	return nil
 }
 
+func (x *GetAllocsRequest) GetKnownAllocs() []*KnownAlloc {
+	if x != nil {
+		return x.KnownAllocs
+	}
+	return nil
+}
+
+// KnownAlloc is an allocation an agent holds, as of its modify_index.
+type KnownAlloc struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AllocId       string                 `protobuf:"bytes,1,opt,name=alloc_id,json=allocId,proto3" json:"alloc_id,omitempty"`
+	ModifyIndex   uint64                 `protobuf:"varint,2,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KnownAlloc) Reset() {
+	*x = KnownAlloc{}
+	mi := &file_drover_v1_node_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KnownAlloc) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KnownAlloc) ProtoMessage() {}
+
+func (x *KnownAlloc) ProtoReflect() protoreflect.Message {
+	mi := &file_drover_v1_node_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KnownAlloc.ProtoReflect.Descriptor instead.
+func (*KnownAlloc) Descriptor() ([]byte, []int) {
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *KnownAlloc) GetAllocId() string {
+	if x != nil {
+		return x.AllocId
+	}
+	return ""
+}
+
+func (x *KnownAlloc) GetModifyIndex() uint64 {
+	if x != nil {
+		return x.ModifyIndex
+	}
+	return 0
+}
+
 // KnownJobVersion is a job version an agent holds. job_modify_index tells
 // it from another version written under the same number (the job purged
 // and registered again, or the state restored from a backup), which the
@@ -546,7 +612,7 @@ type KnownJobVersion struct {
 
 func (x *KnownJobVersion) Reset() {
 	*x = KnownJobVersion{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[7]
+	mi := &file_drover_v1_node_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +624,7 @@ func (x *KnownJobVersion) String() string {
 func (*KnownJobVersion) ProtoMessage() {}
 
 func (x *KnownJobVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[7]
+	mi := &file_drover_v1_node_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +637,7 @@ func (x *KnownJobVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KnownJobVersion.ProtoReflect.Descriptor instead.
 func (*KnownJobVersion) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{7}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KnownJobVersion) GetJobId() string {
@@ -596,22 +662,28 @@ func (x *KnownJobVersion) GetJobModifyIndex() uint64 {
 }
 
 // GetAllocsResponse lists every allocation on the node, terminal ones
-// included, and the job versions they run.
+// included, and the job versions they run: in allocs, or in
+// unchanged_alloc_ids for those the request named in known_allocs at the
+// index they are still at. An allocation the agent holds that is in
+// neither was garbage collected.
 type GetAllocsResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Allocs []*Allocation          `protobuf:"bytes,1,rep,name=allocs,proto3" json:"allocs,omitempty"`
-	// The job versions the allocations refer to, one each, less those the
-	// request named in known_jobs.
+	// The job versions the allocations in allocs refer to, one each, less
+	// those the request named in known_jobs.
 	Jobs []*Job `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	// Pass as min_index to wait for the next change.
-	Index         uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Index uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	// The node's allocations the request named in known_allocs that have
+	// not changed since (same modify_index), left out of allocs.
+	UnchangedAllocIds []string `protobuf:"bytes,4,rep,name=unchanged_alloc_ids,json=unchangedAllocIds,proto3" json:"unchanged_alloc_ids,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetAllocsResponse) Reset() {
 	*x = GetAllocsResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[8]
+	mi := &file_drover_v1_node_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +695,7 @@ func (x *GetAllocsResponse) String() string {
 func (*GetAllocsResponse) ProtoMessage() {}
 
 func (x *GetAllocsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[8]
+	mi := &file_drover_v1_node_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +708,7 @@ func (x *GetAllocsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAllocsResponse.ProtoReflect.Descriptor instead.
 func (*GetAllocsResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{8}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetAllocsResponse) GetAllocs() []*Allocation {
@@ -660,6 +732,13 @@ func (x *GetAllocsResponse) GetIndex() uint64 {
 	return 0
 }
 
+func (x *GetAllocsResponse) GetUnchangedAllocIds() []string {
+	if x != nil {
+		return x.UnchangedAllocIds
+	}
+	return nil
+}
+
 // GetNodeRequest names a node by id or unique id prefix.
 type GetNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -671,7 +750,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[9]
+	mi := &file_drover_v1_node_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +762,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[9]
+	mi := &file_drover_v1_node_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +775,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{9}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetNodeRequest) GetNodeId() string {
@@ -725,7 +804,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[10]
+	mi := &file_drover_v1_node_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +816,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[10]
+	mi := &file_drover_v1_node_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +829,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{10}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetNodeResponse) GetNode() *Node {
@@ -785,7 +864,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[11]
+	mi := &file_drover_v1_node_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +876,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[11]
+	mi := &file_drover_v1_node_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +889,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{11}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListNodesRequest) GetPage() *PageOptions {
@@ -840,7 +919,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	mi := &file_drover_v1_node_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +931,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[12]
+	mi := &file_drover_v1_node_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +944,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{12}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -900,7 +979,7 @@ type NodeUsageRequest struct {
 
 func (x *NodeUsageRequest) Reset() {
 	*x = NodeUsageRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	mi := &file_drover_v1_node_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +991,7 @@ func (x *NodeUsageRequest) String() string {
 func (*NodeUsageRequest) ProtoMessage() {}
 
 func (x *NodeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[13]
+	mi := &file_drover_v1_node_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1004,7 @@ func (x *NodeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUsageRequest.ProtoReflect.Descriptor instead.
 func (*NodeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{13}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodeUsageRequest) GetPage() *PageOptions {
@@ -956,7 +1035,7 @@ type NodeUsageResponse struct {
 
 func (x *NodeUsageResponse) Reset() {
 	*x = NodeUsageResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	mi := &file_drover_v1_node_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1047,7 @@ func (x *NodeUsageResponse) String() string {
 func (*NodeUsageResponse) ProtoMessage() {}
 
 func (x *NodeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[14]
+	mi := &file_drover_v1_node_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1060,7 @@ func (x *NodeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUsageResponse.ProtoReflect.Descriptor instead.
 func (*NodeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{14}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeUsageResponse) GetNodes() []*NodeUsage {
@@ -1032,7 +1111,7 @@ type NodeUsage struct {
 
 func (x *NodeUsage) Reset() {
 	*x = NodeUsage{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	mi := &file_drover_v1_node_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1123,7 @@ func (x *NodeUsage) String() string {
 func (*NodeUsage) ProtoMessage() {}
 
 func (x *NodeUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[15]
+	mi := &file_drover_v1_node_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1136,7 @@ func (x *NodeUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeUsage.ProtoReflect.Descriptor instead.
 func (*NodeUsage) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{15}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeUsage) GetId() string {
@@ -1141,7 +1220,7 @@ type CpuMemory struct {
 
 func (x *CpuMemory) Reset() {
 	*x = CpuMemory{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[16]
+	mi := &file_drover_v1_node_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1232,7 @@ func (x *CpuMemory) String() string {
 func (*CpuMemory) ProtoMessage() {}
 
 func (x *CpuMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[16]
+	mi := &file_drover_v1_node_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1245,7 @@ func (x *CpuMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CpuMemory.ProtoReflect.Descriptor instead.
 func (*CpuMemory) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{16}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CpuMemory) GetCpuMhz() int64 {
@@ -1195,7 +1274,7 @@ type UpdateNodeEligibilityRequest struct {
 
 func (x *UpdateNodeEligibilityRequest) Reset() {
 	*x = UpdateNodeEligibilityRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[17]
+	mi := &file_drover_v1_node_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1286,7 @@ func (x *UpdateNodeEligibilityRequest) String() string {
 func (*UpdateNodeEligibilityRequest) ProtoMessage() {}
 
 func (x *UpdateNodeEligibilityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[17]
+	mi := &file_drover_v1_node_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1299,7 @@ func (x *UpdateNodeEligibilityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeEligibilityRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeEligibilityRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{17}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateNodeEligibilityRequest) GetNodeId() string {
@@ -1249,7 +1328,7 @@ type UpdateNodeEligibilityResponse struct {
 
 func (x *UpdateNodeEligibilityResponse) Reset() {
 	*x = UpdateNodeEligibilityResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[18]
+	mi := &file_drover_v1_node_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1340,7 @@ func (x *UpdateNodeEligibilityResponse) String() string {
 func (*UpdateNodeEligibilityResponse) ProtoMessage() {}
 
 func (x *UpdateNodeEligibilityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[18]
+	mi := &file_drover_v1_node_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1353,7 @@ func (x *UpdateNodeEligibilityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeEligibilityResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeEligibilityResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{18}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateNodeEligibilityResponse) GetIndex() uint64 {
@@ -1318,7 +1397,7 @@ type UpdateNodeDrainRequest struct {
 
 func (x *UpdateNodeDrainRequest) Reset() {
 	*x = UpdateNodeDrainRequest{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[19]
+	mi := &file_drover_v1_node_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1409,7 @@ func (x *UpdateNodeDrainRequest) String() string {
 func (*UpdateNodeDrainRequest) ProtoMessage() {}
 
 func (x *UpdateNodeDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[19]
+	mi := &file_drover_v1_node_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1422,7 @@ func (x *UpdateNodeDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeDrainRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeDrainRequest) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{19}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateNodeDrainRequest) GetNodeId() string {
@@ -1408,7 +1487,7 @@ type UpdateNodeDrainResponse struct {
 
 func (x *UpdateNodeDrainResponse) Reset() {
 	*x = UpdateNodeDrainResponse{}
-	mi := &file_drover_v1_node_service_proto_msgTypes[20]
+	mi := &file_drover_v1_node_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1499,7 @@ func (x *UpdateNodeDrainResponse) String() string {
 func (*UpdateNodeDrainResponse) ProtoMessage() {}
 
 func (x *UpdateNodeDrainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_drover_v1_node_service_proto_msgTypes[20]
+	mi := &file_drover_v1_node_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1512,7 @@ func (x *UpdateNodeDrainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeDrainResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeDrainResponse) Descriptor() ([]byte, []int) {
-	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{20}
+	return file_drover_v1_node_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateNodeDrainResponse) GetIndex() uint64 {
@@ -1481,7 +1560,7 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\x06allocs\x18\x03 \x03(\v2\x1c.drover.v1.AllocClientUpdateR\x06allocs\"W\n" +
 	"\x13UpdateAllocResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12*\n" +
-	"\x11unknown_alloc_ids\x18\x02 \x03(\tR\x0funknownAllocIds\"\xfa\x01\n" +
+	"\x11unknown_alloc_ids\x18\x02 \x03(\tR\x0funknownAllocIds\"\xb4\x02\n" +
 	"\x10GetAllocsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tsecret_id\x18\x02 \x01(\tR\bsecretId\x12\x1b\n" +
@@ -1489,15 +1568,21 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\vmax_wait_ns\x18\x04 \x01(\x03B\x02\x18\x01R\tmaxWaitNs\x124\n" +
 	"\bmax_wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x129\n" +
 	"\n" +
-	"known_jobs\x18\x06 \x03(\v2\x1a.drover.v1.KnownJobVersionR\tknownJobs\"l\n" +
+	"known_jobs\x18\x06 \x03(\v2\x1a.drover.v1.KnownJobVersionR\tknownJobs\x128\n" +
+	"\fknown_allocs\x18\a \x03(\v2\x15.drover.v1.KnownAllocR\vknownAllocs\"J\n" +
+	"\n" +
+	"KnownAlloc\x12\x19\n" +
+	"\balloc_id\x18\x01 \x01(\tR\aallocId\x12!\n" +
+	"\fmodify_index\x18\x02 \x01(\x04R\vmodifyIndex\"l\n" +
 	"\x0fKnownJobVersion\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12(\n" +
-	"\x10job_modify_index\x18\x03 \x01(\x04R\x0ejobModifyIndex\"|\n" +
+	"\x10job_modify_index\x18\x03 \x01(\x04R\x0ejobModifyIndex\"\xac\x01\n" +
 	"\x11GetAllocsResponse\x12-\n" +
 	"\x06allocs\x18\x01 \x03(\v2\x15.drover.v1.AllocationR\x06allocs\x12\"\n" +
 	"\x04jobs\x18\x02 \x03(\v2\x0e.drover.v1.JobR\x04jobs\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index\"X\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12.\n" +
+	"\x13unchanged_alloc_ids\x18\x04 \x03(\tR\x11unchangedAllocIds\"X\n" +
 	"\x0eGetNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12-\n" +
 	"\x05query\x18\x02 \x01(\v2\x17.drover.v1.QueryOptionsR\x05query\"\x8f\x01\n" +
@@ -1580,7 +1665,7 @@ func file_drover_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_drover_v1_node_service_proto_rawDescData
 }
 
-var file_drover_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_drover_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_drover_v1_node_service_proto_goTypes = []any{
 	(*RegisterNodeRequest)(nil),           // 0: drover.v1.RegisterNodeRequest
 	(*RegisterNodeResponse)(nil),          // 1: drover.v1.RegisterNodeResponse
@@ -1589,85 +1674,87 @@ var file_drover_v1_node_service_proto_goTypes = []any{
 	(*UpdateAllocRequest)(nil),            // 4: drover.v1.UpdateAllocRequest
 	(*UpdateAllocResponse)(nil),           // 5: drover.v1.UpdateAllocResponse
 	(*GetAllocsRequest)(nil),              // 6: drover.v1.GetAllocsRequest
-	(*KnownJobVersion)(nil),               // 7: drover.v1.KnownJobVersion
-	(*GetAllocsResponse)(nil),             // 8: drover.v1.GetAllocsResponse
-	(*GetNodeRequest)(nil),                // 9: drover.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),               // 10: drover.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),              // 11: drover.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 12: drover.v1.ListNodesResponse
-	(*NodeUsageRequest)(nil),              // 13: drover.v1.NodeUsageRequest
-	(*NodeUsageResponse)(nil),             // 14: drover.v1.NodeUsageResponse
-	(*NodeUsage)(nil),                     // 15: drover.v1.NodeUsage
-	(*CpuMemory)(nil),                     // 16: drover.v1.CpuMemory
-	(*UpdateNodeEligibilityRequest)(nil),  // 17: drover.v1.UpdateNodeEligibilityRequest
-	(*UpdateNodeEligibilityResponse)(nil), // 18: drover.v1.UpdateNodeEligibilityResponse
-	(*UpdateNodeDrainRequest)(nil),        // 19: drover.v1.UpdateNodeDrainRequest
-	(*UpdateNodeDrainResponse)(nil),       // 20: drover.v1.UpdateNodeDrainResponse
-	(*Node)(nil),                          // 21: drover.v1.Node
-	(NodeStatus)(0),                       // 22: drover.v1.NodeStatus
-	(SchedulingEligibility)(0),            // 23: drover.v1.SchedulingEligibility
-	(*durationpb.Duration)(nil),           // 24: google.protobuf.Duration
-	(*AllocClientUpdate)(nil),             // 25: drover.v1.AllocClientUpdate
-	(*Allocation)(nil),                    // 26: drover.v1.Allocation
-	(*Job)(nil),                           // 27: drover.v1.Job
-	(*QueryOptions)(nil),                  // 28: drover.v1.QueryOptions
-	(*QueryMeta)(nil),                     // 29: drover.v1.QueryMeta
-	(*PageOptions)(nil),                   // 30: drover.v1.PageOptions
+	(*KnownAlloc)(nil),                    // 7: drover.v1.KnownAlloc
+	(*KnownJobVersion)(nil),               // 8: drover.v1.KnownJobVersion
+	(*GetAllocsResponse)(nil),             // 9: drover.v1.GetAllocsResponse
+	(*GetNodeRequest)(nil),                // 10: drover.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),               // 11: drover.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),              // 12: drover.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 13: drover.v1.ListNodesResponse
+	(*NodeUsageRequest)(nil),              // 14: drover.v1.NodeUsageRequest
+	(*NodeUsageResponse)(nil),             // 15: drover.v1.NodeUsageResponse
+	(*NodeUsage)(nil),                     // 16: drover.v1.NodeUsage
+	(*CpuMemory)(nil),                     // 17: drover.v1.CpuMemory
+	(*UpdateNodeEligibilityRequest)(nil),  // 18: drover.v1.UpdateNodeEligibilityRequest
+	(*UpdateNodeEligibilityResponse)(nil), // 19: drover.v1.UpdateNodeEligibilityResponse
+	(*UpdateNodeDrainRequest)(nil),        // 20: drover.v1.UpdateNodeDrainRequest
+	(*UpdateNodeDrainResponse)(nil),       // 21: drover.v1.UpdateNodeDrainResponse
+	(*Node)(nil),                          // 22: drover.v1.Node
+	(NodeStatus)(0),                       // 23: drover.v1.NodeStatus
+	(SchedulingEligibility)(0),            // 24: drover.v1.SchedulingEligibility
+	(*durationpb.Duration)(nil),           // 25: google.protobuf.Duration
+	(*AllocClientUpdate)(nil),             // 26: drover.v1.AllocClientUpdate
+	(*Allocation)(nil),                    // 27: drover.v1.Allocation
+	(*Job)(nil),                           // 28: drover.v1.Job
+	(*QueryOptions)(nil),                  // 29: drover.v1.QueryOptions
+	(*QueryMeta)(nil),                     // 30: drover.v1.QueryMeta
+	(*PageOptions)(nil),                   // 31: drover.v1.PageOptions
 }
 var file_drover_v1_node_service_proto_depIdxs = []int32{
-	21, // 0: drover.v1.RegisterNodeRequest.node:type_name -> drover.v1.Node
-	22, // 1: drover.v1.RegisterNodeResponse.status:type_name -> drover.v1.NodeStatus
-	23, // 2: drover.v1.RegisterNodeResponse.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
-	24, // 3: drover.v1.RegisterNodeResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
-	22, // 4: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
-	22, // 5: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
-	24, // 6: drover.v1.UpdateNodeStatusResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
-	25, // 7: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
-	24, // 8: drover.v1.GetAllocsRequest.max_wait:type_name -> google.protobuf.Duration
-	7,  // 9: drover.v1.GetAllocsRequest.known_jobs:type_name -> drover.v1.KnownJobVersion
-	26, // 10: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
-	27, // 11: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
-	28, // 12: drover.v1.GetNodeRequest.query:type_name -> drover.v1.QueryOptions
-	21, // 13: drover.v1.GetNodeResponse.node:type_name -> drover.v1.Node
-	26, // 14: drover.v1.GetNodeResponse.allocs:type_name -> drover.v1.Allocation
-	29, // 15: drover.v1.GetNodeResponse.meta:type_name -> drover.v1.QueryMeta
-	30, // 16: drover.v1.ListNodesRequest.page:type_name -> drover.v1.PageOptions
-	28, // 17: drover.v1.ListNodesRequest.query:type_name -> drover.v1.QueryOptions
-	21, // 18: drover.v1.ListNodesResponse.nodes:type_name -> drover.v1.Node
-	29, // 19: drover.v1.ListNodesResponse.meta:type_name -> drover.v1.QueryMeta
-	30, // 20: drover.v1.NodeUsageRequest.page:type_name -> drover.v1.PageOptions
-	28, // 21: drover.v1.NodeUsageRequest.query:type_name -> drover.v1.QueryOptions
-	15, // 22: drover.v1.NodeUsageResponse.nodes:type_name -> drover.v1.NodeUsage
-	29, // 23: drover.v1.NodeUsageResponse.meta:type_name -> drover.v1.QueryMeta
-	22, // 24: drover.v1.NodeUsage.status:type_name -> drover.v1.NodeStatus
-	23, // 25: drover.v1.NodeUsage.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
-	16, // 26: drover.v1.NodeUsage.capacity:type_name -> drover.v1.CpuMemory
-	16, // 27: drover.v1.NodeUsage.used:type_name -> drover.v1.CpuMemory
-	23, // 28: drover.v1.UpdateNodeEligibilityRequest.eligibility:type_name -> drover.v1.SchedulingEligibility
-	24, // 29: drover.v1.UpdateNodeDrainRequest.deadline:type_name -> google.protobuf.Duration
-	0,  // 30: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
-	2,  // 31: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
-	4,  // 32: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
-	6,  // 33: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
-	9,  // 34: drover.v1.NodeService.Get:input_type -> drover.v1.GetNodeRequest
-	11, // 35: drover.v1.NodeService.List:input_type -> drover.v1.ListNodesRequest
-	13, // 36: drover.v1.NodeService.Usage:input_type -> drover.v1.NodeUsageRequest
-	17, // 37: drover.v1.NodeService.UpdateEligibility:input_type -> drover.v1.UpdateNodeEligibilityRequest
-	19, // 38: drover.v1.NodeService.UpdateDrain:input_type -> drover.v1.UpdateNodeDrainRequest
-	1,  // 39: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
-	3,  // 40: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
-	5,  // 41: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
-	8,  // 42: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
-	10, // 43: drover.v1.NodeService.Get:output_type -> drover.v1.GetNodeResponse
-	12, // 44: drover.v1.NodeService.List:output_type -> drover.v1.ListNodesResponse
-	14, // 45: drover.v1.NodeService.Usage:output_type -> drover.v1.NodeUsageResponse
-	18, // 46: drover.v1.NodeService.UpdateEligibility:output_type -> drover.v1.UpdateNodeEligibilityResponse
-	20, // 47: drover.v1.NodeService.UpdateDrain:output_type -> drover.v1.UpdateNodeDrainResponse
-	39, // [39:48] is the sub-list for method output_type
-	30, // [30:39] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	22, // 0: drover.v1.RegisterNodeRequest.node:type_name -> drover.v1.Node
+	23, // 1: drover.v1.RegisterNodeResponse.status:type_name -> drover.v1.NodeStatus
+	24, // 2: drover.v1.RegisterNodeResponse.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
+	25, // 3: drover.v1.RegisterNodeResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
+	23, // 4: drover.v1.UpdateNodeStatusRequest.status:type_name -> drover.v1.NodeStatus
+	23, // 5: drover.v1.UpdateNodeStatusResponse.status:type_name -> drover.v1.NodeStatus
+	25, // 6: drover.v1.UpdateNodeStatusResponse.heartbeat_ttl:type_name -> google.protobuf.Duration
+	26, // 7: drover.v1.UpdateAllocRequest.allocs:type_name -> drover.v1.AllocClientUpdate
+	25, // 8: drover.v1.GetAllocsRequest.max_wait:type_name -> google.protobuf.Duration
+	8,  // 9: drover.v1.GetAllocsRequest.known_jobs:type_name -> drover.v1.KnownJobVersion
+	7,  // 10: drover.v1.GetAllocsRequest.known_allocs:type_name -> drover.v1.KnownAlloc
+	27, // 11: drover.v1.GetAllocsResponse.allocs:type_name -> drover.v1.Allocation
+	28, // 12: drover.v1.GetAllocsResponse.jobs:type_name -> drover.v1.Job
+	29, // 13: drover.v1.GetNodeRequest.query:type_name -> drover.v1.QueryOptions
+	22, // 14: drover.v1.GetNodeResponse.node:type_name -> drover.v1.Node
+	27, // 15: drover.v1.GetNodeResponse.allocs:type_name -> drover.v1.Allocation
+	30, // 16: drover.v1.GetNodeResponse.meta:type_name -> drover.v1.QueryMeta
+	31, // 17: drover.v1.ListNodesRequest.page:type_name -> drover.v1.PageOptions
+	29, // 18: drover.v1.ListNodesRequest.query:type_name -> drover.v1.QueryOptions
+	22, // 19: drover.v1.ListNodesResponse.nodes:type_name -> drover.v1.Node
+	30, // 20: drover.v1.ListNodesResponse.meta:type_name -> drover.v1.QueryMeta
+	31, // 21: drover.v1.NodeUsageRequest.page:type_name -> drover.v1.PageOptions
+	29, // 22: drover.v1.NodeUsageRequest.query:type_name -> drover.v1.QueryOptions
+	16, // 23: drover.v1.NodeUsageResponse.nodes:type_name -> drover.v1.NodeUsage
+	30, // 24: drover.v1.NodeUsageResponse.meta:type_name -> drover.v1.QueryMeta
+	23, // 25: drover.v1.NodeUsage.status:type_name -> drover.v1.NodeStatus
+	24, // 26: drover.v1.NodeUsage.scheduling_eligibility:type_name -> drover.v1.SchedulingEligibility
+	17, // 27: drover.v1.NodeUsage.capacity:type_name -> drover.v1.CpuMemory
+	17, // 28: drover.v1.NodeUsage.used:type_name -> drover.v1.CpuMemory
+	24, // 29: drover.v1.UpdateNodeEligibilityRequest.eligibility:type_name -> drover.v1.SchedulingEligibility
+	25, // 30: drover.v1.UpdateNodeDrainRequest.deadline:type_name -> google.protobuf.Duration
+	0,  // 31: drover.v1.NodeService.Register:input_type -> drover.v1.RegisterNodeRequest
+	2,  // 32: drover.v1.NodeService.UpdateStatus:input_type -> drover.v1.UpdateNodeStatusRequest
+	4,  // 33: drover.v1.NodeService.UpdateAlloc:input_type -> drover.v1.UpdateAllocRequest
+	6,  // 34: drover.v1.NodeService.GetAllocs:input_type -> drover.v1.GetAllocsRequest
+	10, // 35: drover.v1.NodeService.Get:input_type -> drover.v1.GetNodeRequest
+	12, // 36: drover.v1.NodeService.List:input_type -> drover.v1.ListNodesRequest
+	14, // 37: drover.v1.NodeService.Usage:input_type -> drover.v1.NodeUsageRequest
+	18, // 38: drover.v1.NodeService.UpdateEligibility:input_type -> drover.v1.UpdateNodeEligibilityRequest
+	20, // 39: drover.v1.NodeService.UpdateDrain:input_type -> drover.v1.UpdateNodeDrainRequest
+	1,  // 40: drover.v1.NodeService.Register:output_type -> drover.v1.RegisterNodeResponse
+	3,  // 41: drover.v1.NodeService.UpdateStatus:output_type -> drover.v1.UpdateNodeStatusResponse
+	5,  // 42: drover.v1.NodeService.UpdateAlloc:output_type -> drover.v1.UpdateAllocResponse
+	9,  // 43: drover.v1.NodeService.GetAllocs:output_type -> drover.v1.GetAllocsResponse
+	11, // 44: drover.v1.NodeService.Get:output_type -> drover.v1.GetNodeResponse
+	13, // 45: drover.v1.NodeService.List:output_type -> drover.v1.ListNodesResponse
+	15, // 46: drover.v1.NodeService.Usage:output_type -> drover.v1.NodeUsageResponse
+	19, // 47: drover.v1.NodeService.UpdateEligibility:output_type -> drover.v1.UpdateNodeEligibilityResponse
+	21, // 48: drover.v1.NodeService.UpdateDrain:output_type -> drover.v1.UpdateNodeDrainResponse
+	40, // [40:49] is the sub-list for method output_type
+	31, // [31:40] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_drover_v1_node_service_proto_init() }
@@ -1685,7 +1772,7 @@ func file_drover_v1_node_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_drover_v1_node_service_proto_rawDesc), len(file_drover_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

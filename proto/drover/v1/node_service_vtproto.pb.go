@@ -177,6 +177,13 @@ func (m *GetAllocsRequest) CloneVT() *GetAllocsRequest {
 		}
 		r.KnownJobs = tmpContainer
 	}
+	if rhs := m.KnownAllocs; rhs != nil {
+		tmpContainer := make([]*KnownAlloc, len(rhs))
+		for k, v := range rhs {
+			tmpContainer[k] = v.CloneVT()
+		}
+		r.KnownAllocs = tmpContainer
+	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -185,6 +192,24 @@ func (m *GetAllocsRequest) CloneVT() *GetAllocsRequest {
 }
 
 func (m *GetAllocsRequest) CloneMessageVT() proto.Message {
+	return m.CloneVT()
+}
+
+func (m *KnownAlloc) CloneVT() *KnownAlloc {
+	if m == nil {
+		return (*KnownAlloc)(nil)
+	}
+	r := new(KnownAlloc)
+	r.AllocId = m.AllocId
+	r.ModifyIndex = m.ModifyIndex
+	if len(m.unknownFields) > 0 {
+		r.unknownFields = make([]byte, len(m.unknownFields))
+		copy(r.unknownFields, m.unknownFields)
+	}
+	return r
+}
+
+func (m *KnownAlloc) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
@@ -226,6 +251,11 @@ func (m *GetAllocsResponse) CloneVT() *GetAllocsResponse {
 			tmpContainer[k] = v.CloneVT()
 		}
 		r.Jobs = tmpContainer
+	}
+	if rhs := m.UnchangedAllocIds; rhs != nil {
+		tmpContainer := make([]string, len(rhs))
+		copy(tmpContainer, rhs)
+		r.UnchangedAllocIds = tmpContainer
 	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
@@ -731,11 +761,50 @@ func (this *GetAllocsRequest) EqualVT(that *GetAllocsRequest) bool {
 			}
 		}
 	}
+	if len(this.KnownAllocs) != len(that.KnownAllocs) {
+		return false
+	}
+	for i, vx := range this.KnownAllocs {
+		vy := that.KnownAllocs[i]
+		if p, q := vx, vy; p != q {
+			if p == nil {
+				p = &KnownAlloc{}
+			}
+			if q == nil {
+				q = &KnownAlloc{}
+			}
+			if !p.EqualVT(q) {
+				return false
+			}
+		}
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
 func (this *GetAllocsRequest) EqualMessageVT(thatMsg proto.Message) bool {
 	that, ok := thatMsg.(*GetAllocsRequest)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *KnownAlloc) EqualVT(that *KnownAlloc) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.AllocId != that.AllocId {
+		return false
+	}
+	if this.ModifyIndex != that.ModifyIndex {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *KnownAlloc) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*KnownAlloc)
 	if !ok {
 		return false
 	}
@@ -808,6 +877,15 @@ func (this *GetAllocsResponse) EqualVT(that *GetAllocsResponse) bool {
 	}
 	if this.Index != that.Index {
 		return false
+	}
+	if len(this.UnchangedAllocIds) != len(that.UnchangedAllocIds) {
+		return false
+	}
+	for i, vx := range this.UnchangedAllocIds {
+		vy := that.UnchangedAllocIds[i]
+		if vx != vy {
+			return false
+		}
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -1564,6 +1642,18 @@ func (m *GetAllocsRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.KnownAllocs) > 0 {
+		for iNdEx := len(m.KnownAllocs) - 1; iNdEx >= 0; iNdEx-- {
+			size, err := m.KnownAllocs[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
+			if err != nil {
+				return 0, err
+			}
+			i -= size
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+			i--
+			dAtA[i] = 0x3a
+		}
+	}
 	if len(m.KnownJobs) > 0 {
 		for iNdEx := len(m.KnownJobs) - 1; iNdEx >= 0; iNdEx-- {
 			size, err := m.KnownJobs[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
@@ -1607,6 +1697,51 @@ func (m *GetAllocsRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.NodeId)
 		copy(dAtA[i:], m.NodeId)
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.NodeId)))
+		i--
+		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *KnownAlloc) MarshalVT() (dAtA []byte, err error) {
+	if m == nil {
+		return nil, nil
+	}
+	size := m.SizeVT()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBufferVT(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *KnownAlloc) MarshalToVT(dAtA []byte) (int, error) {
+	size := m.SizeVT()
+	return m.MarshalToSizedBufferVT(dAtA[:size])
+}
+
+func (m *KnownAlloc) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	if m == nil {
+		return 0, nil
+	}
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.unknownFields != nil {
+		i -= len(m.unknownFields)
+		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.ModifyIndex != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ModifyIndex))
+		i--
+		dAtA[i] = 0x10
+	}
+	if len(m.AllocId) > 0 {
+		i -= len(m.AllocId)
+		copy(dAtA[i:], m.AllocId)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.AllocId)))
 		i--
 		dAtA[i] = 0xa
 	}
@@ -1692,6 +1827,15 @@ func (m *GetAllocsResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.UnchangedAllocIds) > 0 {
+		for iNdEx := len(m.UnchangedAllocIds) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.UnchangedAllocIds[iNdEx])
+			copy(dAtA[i:], m.UnchangedAllocIds[iNdEx])
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.UnchangedAllocIds[iNdEx])))
+			i--
+			dAtA[i] = 0x22
+		}
 	}
 	if m.Index != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Index))
@@ -2628,6 +2772,29 @@ func (m *GetAllocsRequest) SizeVT() (n int) {
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
 	}
+	if len(m.KnownAllocs) > 0 {
+		for _, e := range m.KnownAllocs {
+			l = e.SizeVT()
+			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+		}
+	}
+	n += len(m.unknownFields)
+	return n
+}
+
+func (m *KnownAlloc) SizeVT() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	l = len(m.AllocId)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.ModifyIndex != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.ModifyIndex))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -2672,6 +2839,12 @@ func (m *GetAllocsResponse) SizeVT() (n int) {
 	}
 	if m.Index != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Index))
+	}
+	if len(m.UnchangedAllocIds) > 0 {
+		for _, s := range m.UnchangedAllocIds {
+			l = len(s)
+			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+		}
 	}
 	n += len(m.unknownFields)
 	return n
@@ -4029,6 +4202,142 @@ func (m *GetAllocsRequest) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 7:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field KnownAllocs", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.KnownAllocs = append(m.KnownAllocs, &KnownAlloc{})
+			if err := m.KnownAllocs[len(m.KnownAllocs)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
+		default:
+			iNdEx = preIndex
+			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.unknownFields = append(m.unknownFields, dAtA[iNdEx:iNdEx+skippy]...)
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *KnownAlloc) UnmarshalVT(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return protohelpers.ErrIntOverflow
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: KnownAlloc: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: KnownAlloc: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field AllocId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.AllocId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ModifyIndex", wireType)
+			}
+			m.ModifyIndex = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ModifyIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -4288,6 +4597,38 @@ func (m *GetAllocsResponse) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 4:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field UnchangedAllocIds", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.UnchangedAllocIds = append(m.UnchangedAllocIds, string(dAtA[iNdEx:postIndex]))
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

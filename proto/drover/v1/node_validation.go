@@ -125,6 +125,10 @@ func (r *UpdateAllocRequest) Validate() error {
 // than one node runs allocations of.
 const MaxKnownJobs = 4096
 
+// MaxKnownAllocs bounds GetAllocsRequest.known_allocs: far more
+// allocations than one node holds.
+const MaxKnownAllocs = 4096
+
 // Validate checks a GetAllocs query. Any min_index and max_wait are
 // accepted; max_wait is clamped by the server.
 func (r *GetAllocsRequest) Validate() error {
@@ -134,8 +138,22 @@ func (r *GetAllocsRequest) Validate() error {
 	if n := len(r.GetKnownJobs()); n > MaxKnownJobs {
 		v.add("known_jobs", "must have at most %d entries, has %d", MaxKnownJobs, n)
 	} else {
+		// Checked before the field is named: an agent sends these with
+		// every poll, and formatting each entry's name cost more than
+		// the checks.
 		for i, k := range r.GetKnownJobs() {
-			v.identifier(fmt.Sprintf("known_jobs[%d].job_id", i), k.GetJobId())
+			if !validIdentifier(k.GetJobId()) {
+				v.identifier(fmt.Sprintf("known_jobs[%d].job_id", i), k.GetJobId())
+			}
+		}
+	}
+	if n := len(r.GetKnownAllocs()); n > MaxKnownAllocs {
+		v.add("known_allocs", "must have at most %d entries, has %d", MaxKnownAllocs, n)
+	} else {
+		for i, k := range r.GetKnownAllocs() {
+			if !IsUUID(k.GetAllocId()) {
+				v.uuid(fmt.Sprintf("known_allocs[%d].alloc_id", i), k.GetAllocId())
+			}
 		}
 	}
 	return v.err()

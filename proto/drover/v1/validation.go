@@ -97,6 +97,11 @@ func (v *violations) uuid(field, s string) {
 	}
 }
 
+// validIdentifier reports whether identifier would accept s.
+func validIdentifier(s string) bool {
+	return s != "" && len(s) <= maxNameLen && isIdentifier(s)
+}
+
 func (v *violations) identifier(field, s string) {
 	switch {
 	case s == "":
