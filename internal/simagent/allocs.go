@@ -99,7 +99,9 @@ func (s *allocSet) known() []*droverv1.KnownJobVersion {
 }
 
 // knownAllocs lists the allocations the agent holds the servers' view
-// of, for GetAllocs, in id order: the order servers walk them in.
+// of, for GetAllocs, in id order: the order servers walk them in. A node
+// holding more than a request may name (terminal allocations not yet
+// collected count) names the first; the servers send the others whole.
 func (s *allocSet) knownAllocs() []*droverv1.KnownAlloc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,7 +110,7 @@ func (s *allocSet) knownAllocs() []*droverv1.KnownAlloc {
 		out = append(out, &droverv1.KnownAlloc{AllocId: id, ModifyIndex: a.modifyIndex})
 	}
 	slices.SortFunc(out, func(a, b *droverv1.KnownAlloc) int { return strings.Compare(a.GetAllocId(), b.GetAllocId()) })
-	return out
+	return out[:min(len(out), droverv1.MaxKnownAllocs)]
 }
 
 // change says what an update of the set calls for: whether there are

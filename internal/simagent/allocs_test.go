@@ -424,3 +424,25 @@ func TestAllocSetHoldsServerView(t *testing.T) {
 		t.Errorf("job versions held %v, want %v: an unchanged allocation still runs its version", jobs, want)
 	}
 }
+
+// TestKnownAllocsFitARequest checks that a node holding more allocations
+// than GetAllocs may name names no more, so that its polls stay valid.
+func TestKnownAllocsFitARequest(t *testing.T) {
+	s := newAllocSet(startDelay, batchRun, 0, 0)
+	var allocs []*droverv1.Allocation
+	for i := range droverv1.MaxKnownAllocs + 10 {
+		allocs = append(allocs, serverAlloc(fmt.Sprintf("a%05d", i), "b", run, complete, 5))
+	}
+	s.apply(answer(allocs...), now)
+	known := s.knownAllocs()
+	if len(known) != droverv1.MaxKnownAllocs {
+		t.Fatalf("%d allocations named, want %d", len(known), droverv1.MaxKnownAllocs)
+	}
+	req := &droverv1.GetAllocsRequest{NodeId: "0f8fad5b-d9cb-469f-a165-70867728950e", SecretId: "0f8fad5b-d9cb-469f-a165-70867728950e", KnownAllocs: known}
+	for _, k := range req.KnownAllocs {
+		k.AllocId = "0f8fad5b-d9cb-469f-a165-70867728950e" // valid ids; only the count is under test
+	}
+	if err := req.Validate(); err != nil {
+		t.Errorf("the request is refused: %v", err)
+	}
+}
