@@ -190,16 +190,14 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 // every change to an allocation moves it. A node's answer otherwise
 // carries all its allocations each time one of them is placed or
 // stopped, which was most of what the servers encoded for agents and
-// most of what agents decoded. Both lists are walked in id order (a
-// node's allocations come in it, and agents send known in it; either is
-// sorted here if not), which costs no map per poll.
+// most of what agents decoded. Both lists are walked in id order, which
+// costs no map per poll: a node's allocations come in it from its row,
+// and agents send known in it (sorted here if not). The walk only ever
+// misses a match, never makes one, so an order broken anyway would cost
+// sends, not correctness.
 func leaveOutKnown(allocs []*droverv1.Allocation, known []*droverv1.KnownAlloc) (send []*droverv1.Allocation, unchanged []string) {
 	if len(known) == 0 {
 		return allocs, nil
-	}
-	byID := func(a, b *droverv1.Allocation) int { return strings.Compare(a.GetId(), b.GetId()) }
-	if !slices.IsSortedFunc(allocs, byID) {
-		allocs = slices.SortedFunc(slices.Values(allocs), byID)
 	}
 	knownByID := func(a, b *droverv1.KnownAlloc) int { return strings.Compare(a.GetAllocId(), b.GetAllocId()) }
 	if !slices.IsSortedFunc(known, knownByID) {
