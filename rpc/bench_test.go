@@ -137,17 +137,23 @@ func BenchmarkGetAllocsWakeup(b *testing.B) {
 	reportLatencies(b, latencies, 0)
 }
 
-// BenchmarkGetAllocsAnswer measures one GetAllocs answer for a node running
-// one allocation of each of 20 jobs, the shape of a c1m node, with the agent
-// naming none or all of the job versions it holds (known_jobs), and then
-// also all the allocations it holds (known_allocs), as an agent polling
-// again after a report does. The server runs in the benchmark's process,
-// so the figures include the agent's encoding and decoding.
+// BenchmarkGetAllocsAnswer measures one GetAllocs answered at once (no
+// wait) for a node running one allocation of each of its jobs, 20 as in
+// c1m or 200 as in the full C1M, by what the agent names: nothing; the job
+// versions it holds; those and the allocations it holds; or the
+// state_index of the answer it holds (nothing changed since, in each).
+// Client and server share the process, so the agent's encoding and
+// decoding are in the figures.
 //
 //	go test -run '^$' -bench GetAllocsAnswer -count 5 ./rpc/
 func BenchmarkGetAllocsAnswer(b *testing.B) {
-	const jobs = 20
 	srv := testserver.Start(b)
+	for _, jobs := range []int{20, 200} {
+		b.Run(fmt.Sprintf("allocs=%d", jobs), func(b *testing.B) { benchmarkGetAllocsAnswer(b, srv, jobs) })
+	}
+}
+
+func benchmarkGetAllocsAnswer(b *testing.B, srv *testserver.Server, jobs int) {
 	nodes := droverv1.NewNodeServiceClient(srv.Conn)
 	n := mock.Node()
 	if _, err := nodes.Register(context.Background(), &droverv1.RegisterNodeRequest{Node: n.CloneVT()}); err != nil {
@@ -164,15 +170,15 @@ func BenchmarkGetAllocsAnswer(b *testing.B) {
 	if _, _, err := srv.Apply(context.Background(), droverv1.MessageTypePlanResult, entry); err != nil {
 		b.Fatal(err)
 	}
-	ask := func(knownJobs []*droverv1.KnownJobVersion, knownAllocs []*droverv1.KnownAlloc) *droverv1.GetAllocsResponse {
-		resp, err := nodes.GetAllocs(context.Background(), &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(),
-			KnownJobs: knownJobs, KnownAllocs: knownAllocs})
+	ask := func(req *droverv1.GetAllocsRequest) *droverv1.GetAllocsResponse {
+		req.NodeId, req.SecretId = n.GetId(), n.GetSecretId()
+		resp, err := nodes.GetAllocs(context.Background(), req)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return resp
 	}
-	first := ask(nil, nil)
+	first := ask(&droverv1.GetAllocsRequest{})
 	var allJobs []*droverv1.KnownJobVersion
 	for _, j := range first.GetJobs() {
 		allJobs = append(allJobs, &droverv1.KnownJobVersion{JobId: j.GetId(), Version: j.GetVersion(), JobModifyIndex: j.GetJobModifyIndex()})
@@ -184,19 +190,20 @@ func BenchmarkGetAllocsAnswer(b *testing.B) {
 	slices.SortFunc(allAllocs, func(a, b *droverv1.KnownAlloc) int { return strings.Compare(a.GetAllocId(), b.GetAllocId()) })
 	for _, bc := range []struct {
 		name                 string
-		knownJobs            []*droverv1.KnownJobVersion
-		knownAllocs          []*droverv1.KnownAlloc
+		req                  *droverv1.GetAllocsRequest
 		wantAllocs, wantJobs int
 	}{
-		{"known=none", nil, nil, jobs, jobs},
-		{"known=jobs", allJobs, nil, jobs, 0},
-		{"known=jobs,allocs", allJobs, allAllocs, 0, 0},
+		{"known=none", &droverv1.GetAllocsRequest{}, jobs, jobs},
+		{"known=jobs", &droverv1.GetAllocsRequest{KnownJobs: allJobs}, jobs, 0},
+		{"known=jobs,allocs", &droverv1.GetAllocsRequest{KnownJobs: allJobs, KnownAllocs: allAllocs}, 0, 0},
+		{"known=index", &droverv1.GetAllocsRequest{KnownIndex: first.GetStateIndex(), KnownCount: uint32(jobs)}, 0, 0},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				resp := ask(bc.knownJobs, bc.knownAllocs)
-				if len(resp.GetAllocs()) != bc.wantAllocs || len(resp.GetJobs()) != bc.wantJobs || len(resp.GetAllocs())+len(resp.GetUnchangedAllocIds()) != jobs {
+				resp := ask(bc.req)
+				named := len(resp.GetAllocs()) + len(resp.GetUnchangedAllocIds())
+				if len(resp.GetAllocs()) != bc.wantAllocs || len(resp.GetJobs()) != bc.wantJobs || (named != jobs && !resp.GetSinceKnownIndex()) {
 					b.Fatalf("%d allocations, %d unchanged and %d jobs, want %d, %d and %d",
 						len(resp.GetAllocs()), len(resp.GetUnchangedAllocIds()), len(resp.GetJobs()), bc.wantAllocs, jobs-bc.wantAllocs, bc.wantJobs)
 				}

@@ -161,10 +161,12 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 	// snapshot would keep alive every version of the state written since
 	// it was taken.
 	var answered *state.Snapshot
+	var rebuiltAt uint64
 	_, err := s.query(ctx, &droverv1.QueryOptions{MinIndex: req.GetMinIndex(), MaxWait: durationpb.New(req.EffectiveMaxWait())},
 		func(snap *state.Snapshot) (uint64, error) {
 			allocs, index := snap.AgentAllocs(req.GetNodeId())
 			resp.Allocs, resp.Index, answered = allocs, atLeastOne(index), nil
+			resp.StateIndex, rebuiltAt = snap.Index(), snap.RebuiltAt()
 			if index > req.GetMinIndex() {
 				answered = snap // answered now: the query returns without waiting
 			}
@@ -179,9 +181,62 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 		// holds the ones these allocations run.
 		answered = s.backend.State().Snapshot()
 	}
-	resp.Allocs, resp.UnchangedAllocIds = leaveOutKnown(resp.Allocs, req.GetKnownAllocs())
-	resp.Jobs = jobVersionsOf(answered, resp.Allocs, req.GetKnownJobs())
+	all := resp.Allocs
+	if known := req.GetKnownIndex(); known > 0 && known <= resp.StateIndex && known >= rebuiltAt {
+		resp.Allocs, resp.UnchangedAllocIds, resp.SinceKnownIndex = changedSince(all, known, req.GetKnownCount())
+		resp.Jobs = jobVersionsOf(answered, resp.Allocs, func(j *droverv1.Job) bool {
+			return j.GetJobModifyIndex() <= known && runsUnchanged(all, j, known)
+		})
+		return resp, nil
+	}
+	resp.Allocs, resp.UnchangedAllocIds = leaveOutKnown(all, req.GetKnownAllocs())
+	resp.Jobs = jobVersionsOf(answered, resp.Allocs, knownJobs(req.GetKnownJobs()))
 	return resp, nil
+}
+
+// changedSince splits a node's allocations against the state_index of the
+// answer the agent holds (known): those written after it are sent, the
+// rest the agent holds as they are. Every write of an allocation moves its
+// modify_index, so one at or below known is the one the agent holds. The
+// answer is relative to known (the agent keeps what is not sent) unless
+// some of the knownCount allocations the agent held were collected since:
+// then fewer of those are left than it held, and the answer is whole,
+// naming the unchanged ones, so the agent drops the rest. An allocation
+// created at or before known was in the agent's answer, so counting those
+// still here needs no list from the agent.
+func changedSince(allocs []*droverv1.Allocation, known uint64, knownCount uint32) (send []*droverv1.Allocation, unchanged []string, relative bool) {
+	stillHeld := 0
+	for _, a := range allocs {
+		if a.GetModifyIndex() <= known {
+			stillHeld++
+			continue
+		}
+		if a.GetCreateIndex() <= known {
+			stillHeld++
+		}
+		send = append(send, a)
+	}
+	if stillHeld == int(knownCount) {
+		return send, nil, true
+	}
+	for _, a := range allocs {
+		if a.GetModifyIndex() <= known {
+			unchanged = append(unchanged, a.GetId())
+		}
+	}
+	return send, unchanged, false
+}
+
+// runsUnchanged reports whether one of the node's allocations unchanged
+// since known runs job version j: the agent then holds that version, as
+// it keeps every version an allocation it holds runs.
+func runsUnchanged(allocs []*droverv1.Allocation, j *droverv1.Job, known uint64) bool {
+	for _, a := range allocs {
+		if a.GetModifyIndex() <= known && a.GetJobVersion() == j.GetVersion() && a.GetJobId() == j.GetId() {
+			return true
+		}
+	}
+	return false
 }
 
 // leaveOutKnown splits a node's allocations into those to send and the
@@ -218,34 +273,48 @@ func leaveOutKnown(allocs []*droverv1.Allocation, known []*droverv1.KnownAlloc) 
 	return send, unchanged
 }
 
+// knownJobs returns whether the agent holds a job version, by the list it
+// named (known_jobs).
+func knownJobs(known []*droverv1.KnownJobVersion) func(*droverv1.Job) bool {
+	if len(known) == 0 {
+		return func(*droverv1.Job) bool { return false }
+	}
+	held := make(map[jobVersionKey]uint64, len(known))
+	for _, k := range known {
+		held[jobVersionKey{k.GetJobId(), k.GetVersion()}] = k.GetJobModifyIndex()
+	}
+	return func(j *droverv1.Job) bool {
+		at, ok := held[jobVersionKey{j.GetId(), j.GetVersion()}]
+		return ok && at == j.GetJobModifyIndex()
+	}
+}
+
+// jobVersionKey names one version of a job.
+type jobVersionKey struct {
+	id string
+	v  uint64
+}
+
 // jobVersionsOf returns the job versions the allocations run, each once,
-// less those the agent holds already (known). An agent wakes once per
-// placement on its node; without known, every answer carried every job
+// less those the agent holds already (held). An agent wakes once per
+// placement on its node; without held, every answer carried every job
 // version again, most of the encoding of a busy server's answers. The
 // allocations are those the answer sends: the agent holds the job
-// versions of those it named as unchanged.
-func jobVersionsOf(snap *state.Snapshot, allocs []*droverv1.Allocation, known []*droverv1.KnownJobVersion) []*droverv1.Job {
-	type version struct {
-		id string
-		v  uint64
-	}
-	held := make(map[version]uint64, len(known))
-	for _, k := range known {
-		held[version{k.GetJobId(), k.GetVersion()}] = k.GetJobModifyIndex()
-	}
-	seen := make(map[version]struct{})
+// versions of those it holds unchanged.
+func jobVersionsOf(snap *state.Snapshot, allocs []*droverv1.Allocation, held func(*droverv1.Job) bool) []*droverv1.Job {
+	var seen map[jobVersionKey]struct{}
 	var jobs []*droverv1.Job
 	for _, a := range allocs {
-		k := version{a.GetJobId(), a.GetJobVersion()}
+		k := jobVersionKey{a.GetJobId(), a.GetJobVersion()}
 		if _, dup := seen[k]; dup {
 			continue
 		}
+		if seen == nil {
+			seen = make(map[jobVersionKey]struct{})
+		}
 		seen[k] = struct{}{}
 		j := snap.JobVersion(k.id, k.v)
-		if j == nil {
-			continue
-		}
-		if at, ok := held[k]; ok && at == j.GetJobModifyIndex() {
+		if j == nil || held(j) {
 			continue
 		}
 		jobs = append(jobs, j)

@@ -1,6 +1,8 @@
 package rpc_test
 
 import (
+	"errors"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -474,5 +476,135 @@ func TestUpdateAllocRecordsTheFirstReportOnce(t *testing.T) {
 				t.Errorf("allocation %s after the second report, want complete", got)
 			}
 		})
+	}
+}
+
+// TestGetAllocsSinceKnownIndex checks answers relative to the state_index
+// of an agent's last answer: only allocations written after it are sent,
+// with the job versions no unchanged allocation runs; an allocation
+// collected since makes the answer whole, naming the unchanged ones; and
+// an index the server cannot vouch for (past its state, or from before a
+// restored backup) gets a whole answer.
+func TestGetAllocsSinceKnownIndex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.register()
+	web, db := e.job(3), e.job(2)
+	w := e.place(n, web, 2)
+	d := e.place(n, db, 1)
+	ask := func(known uint64, count uint32) *droverv1.GetAllocsResponse {
+		t.Helper()
+		resp, err := e.nodes.GetAllocs(e.ctx(), &droverv1.GetAllocsRequest{NodeId: n.GetId(), SecretId: n.GetSecretId(), KnownIndex: known, KnownCount: count})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	type want struct {
+		relative              bool
+		sent, unchanged, jobs []string
+	}
+	check := func(what string, resp *droverv1.GetAllocsResponse, w want) {
+		t.Helper()
+		var sent, jobs []string
+		for _, a := range resp.GetAllocs() {
+			sent = append(sent, a.GetId())
+		}
+		for _, j := range resp.GetJobs() {
+			jobs = append(jobs, j.GetId())
+		}
+		if resp.GetSinceKnownIndex() != w.relative {
+			t.Errorf("%s: since_known_index %v, want %v", what, resp.GetSinceKnownIndex(), w.relative)
+		}
+		if resp.GetStateIndex() < resp.GetIndex() || resp.GetStateIndex() > e.latestIndex() {
+			t.Errorf("%s: state_index %d, want from %d (index) to %d (applied)", what, resp.GetStateIndex(), resp.GetIndex(), e.latestIndex())
+		}
+		for _, c := range []struct {
+			what      string
+			got, want []string
+		}{{"sent", sent, w.sent}, {"unchanged", resp.GetUnchangedAllocIds(), w.unchanged}, {"job versions", jobs, w.jobs}} {
+			if got, want := slices.Sorted(slices.Values(c.got)), slices.Sorted(slices.Values(c.want)); !slices.Equal(got, want) {
+				t.Errorf("%s: %s %v, want %v", what, c.what, got, want)
+			}
+		}
+	}
+	ids := func(allocs ...*droverv1.Allocation) []string {
+		var out []string
+		for _, a := range allocs {
+			out = append(out, a.GetId())
+		}
+		return out
+	}
+	first := ask(0, 0)
+	check("no known index", first, want{sent: ids(w[0], w[1], d[0]), jobs: []string{web.GetId(), db.GetId()}})
+	k := first.GetStateIndex()
+	check("nothing changed", ask(k, 3), want{relative: true})
+
+	// w0's report moves its modify_index; a second db allocation runs the
+	// version d0 runs; the first of api runs a version the agent lacks.
+	if _, err := e.report(n, running, w[0].GetId()); err != nil {
+		t.Fatal(err)
+	}
+	d1 := e.place(n, db, 1)[0]
+	api := e.job(1)
+	a0 := e.place(n, api, 1)[0]
+	check("reported, placed", ask(k, 3), want{relative: true, sent: ids(w[0], d1, a0), jobs: []string{api.GetId()}})
+	if got := ask(k, 4); got.GetSinceKnownIndex() {
+		t.Errorf("an agent naming more allocations than it can hold got a relative answer")
+	}
+	// Every allocation of web changed: the agent holds web's version only
+	// through allocations the answer sends, so it is sent too.
+	if _, err := e.report(n, running, w[1].GetId()); err != nil {
+		t.Fatal(err)
+	}
+	check("a job's all changed", ask(k, 3), want{relative: true, sent: ids(w[0], w[1], d1, a0), jobs: []string{web.GetId(), api.GetId()}})
+
+	// d0, finished, collected: the answer is whole, naming the unchanged.
+	if _, err := e.report(n, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, d[0].GetId()); err != nil {
+		t.Fatal(err)
+	}
+	k2 := ask(0, 0).GetStateIndex()
+	e.apply(droverv1.MessageTypeGC, &droverv1.GCEntry{AllocIds: []string{d[0].GetId()}})
+	check("one collected", ask(k2, 5), want{sent: nil, unchanged: ids(w[0], w[1], d1, a0), jobs: nil})
+	check("past the state", ask(e.latestIndex()+10, 4), want{sent: ids(w[0], w[1], d1, a0), jobs: []string{web.GetId(), db.GetId(), api.GetId()}})
+
+	// A backup restored brings back objects at their old modify indexes:
+	// an index from before it vouches for nothing.
+	ops := droverv1.NewOperatorServiceClient(e.srv.Conn)
+	save, err := ops.SnapshotSave(e.ctx(), &droverv1.SnapshotSaveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backup []byte
+	for {
+		chunk, err := save.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+		backup = append(backup, chunk.GetData()...)
+	}
+	saved := e.srv.State().Snapshot().AllocByID(a0.GetId()).GetClientStatus()
+	if _, err := e.report(n, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, a0.GetId()); err != nil {
+		t.Fatal(err)
+	}
+	k3 := ask(0, 0).GetStateIndex()
+	restore, err := ops.SnapshotRestore(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restore.Send(&droverv1.SnapshotChunk{Data: backup}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restore.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	check("a backup restored since", ask(k3, 4), want{sent: ids(w[0], w[1], d1, a0), jobs: []string{web.GetId(), db.GetId(), api.GetId()}})
+	if got := ask(0, 0).GetAllocs(); !slices.ContainsFunc(got, func(a *droverv1.Allocation) bool {
+		return a.GetId() == a0.GetId() && a.GetClientStatus() == saved
+	}) {
+		t.Errorf("after the restore a0 is not %s as the backup held it: %v", saved, got)
 	}
 }

@@ -23,9 +23,10 @@ import (
 // racing from the same state, in tests): its go-memdb transaction only
 // reads, and what it loads lazily it loads atomically.
 type Snapshot struct {
-	txn   *memdb.Txn
-	ws    memdb.WatchSet
-	index uint64
+	txn       *memdb.Txn
+	ws        memdb.WatchSet
+	index     uint64
+	rebuiltAt uint64
 	// allocs is the allocation tree, loaded on first use; allocsWatched
 	// says whether ws already watches it.
 	allocs        atomic.Pointer[btree.BTreeG[allocItem]]
@@ -35,6 +36,14 @@ type Snapshot struct {
 // Index is the raft index of the last entry applied when the snapshot was
 // taken. The snapshot holds at least that entry's writes.
 func (s *Snapshot) Index() uint64 { return s.index }
+
+// RebuiltAt is the raft index at which this server last rebuilt the whole
+// state from a snapshot (at start-up, from one raft installed, or from a
+// restored backup), zero if never. Objects keep the modify indexes they
+// were written at through a rebuild, and a backup's are older than the
+// indexes clients saw before it was restored: an index a client holds from
+// before RebuiltAt says nothing about which objects changed since.
+func (s *Snapshot) RebuiltAt() uint64 { return s.rebuiltAt }
 
 // TableIndex returns the raft index of the last write to table, or zero.
 func (s *Snapshot) TableIndex(table string) uint64 {

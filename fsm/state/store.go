@@ -25,6 +25,11 @@ type StateStore struct {
 	applied atomic.Uint64
 	// nodes counts the nodes table, which go-memdb cannot count cheaply.
 	nodes atomic.Int64
+	// rebuiltAt is the applied index of the last Restore (see
+	// Snapshot.RebuiltAt). It is stored before the restored database and
+	// read after it, so a snapshot of the restored database never sees an
+	// older value.
+	rebuiltAt atomic.Uint64
 
 	mu sync.Mutex
 	// appliedCh is closed and replaced each time applied advances; waiters
@@ -65,7 +70,8 @@ func (s *StateStore) Snapshot() *Snapshot {
 func (s *StateStore) snapshot(ws memdb.WatchSet) *Snapshot {
 	// Read the index first: the view taken afterwards holds at least it.
 	index := s.applied.Load()
-	return &Snapshot{txn: s.db.Load().Txn(false), ws: ws, index: index}
+	txn := s.db.Load().Txn(false)
+	return &Snapshot{txn: txn, ws: ws, index: index, rebuiltAt: s.rebuiltAt.Load()}
 }
 
 // SnapshotMinIndex waits until the store has applied index, then returns a
@@ -119,6 +125,7 @@ func (s *StateStore) abandonWatch() <-chan struct{} {
 func (s *StateStore) replace(db *memdb.MemDB, applied uint64, nodes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.rebuiltAt.Store(applied)
 	s.db.Store(db)
 	s.nodes.Store(int64(nodes))
 	close(s.abandonCh)

@@ -2,9 +2,7 @@ package simagent
 
 import (
 	"hash/fnv"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
@@ -65,52 +63,29 @@ type allocSet struct {
 
 	mu sync.Mutex
 	m  map[string]*simAlloc
-	// jobs are the job versions the last answers carried that its
-	// allocations still run; the next GetAllocs names them (known), so
-	// that the servers leave them out.
+	// jobs are the job versions the answers carried that its allocations
+	// still run; the servers leave out of an answer those the agent holds.
 	jobs map[jobVersionKey]*droverv1.Job
 	// seen is the servers' view of the node's allocations as of the last
-	// answer: each one's modify_index and job version. The next GetAllocs
-	// names them (knownAllocs), so that the servers send only those that
-	// changed.
-	seen map[string]seenAlloc
-}
-
-// seenAlloc is an allocation as the servers last answered it.
-type seenAlloc struct {
-	modifyIndex uint64
-	job         jobVersionKey
+	// answer, each with the job version it runs, and knownIndex that
+	// answer's state_index. The next GetAllocs names the index and how
+	// many allocations it held, so that the servers send only those
+	// written after it.
+	seen       map[string]jobVersionKey
+	knownIndex uint64
 }
 
 func newAllocSet(startDelay, batchRun int64, failureRate float64, healthDelay int64) *allocSet {
 	return &allocSet{startDelay: startDelay, batchRun: batchRun, failureRate: failureRate, healthDelay: healthDelay,
-		m: make(map[string]*simAlloc), jobs: make(map[jobVersionKey]*droverv1.Job), seen: make(map[string]seenAlloc)}
+		m: make(map[string]*simAlloc), jobs: make(map[jobVersionKey]*droverv1.Job), seen: make(map[string]jobVersionKey)}
 }
 
-// known lists the job versions the agent holds, for GetAllocs.
-func (s *allocSet) known() []*droverv1.KnownJobVersion {
+// known returns the state_index of the last answer and how many
+// allocations the agent holds from it, for GetAllocs.
+func (s *allocSet) known() (index uint64, count uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*droverv1.KnownJobVersion, 0, len(s.jobs))
-	for k, j := range s.jobs {
-		out = append(out, &droverv1.KnownJobVersion{JobId: k.id, Version: k.version, JobModifyIndex: j.GetJobModifyIndex()})
-	}
-	return out
-}
-
-// knownAllocs lists the allocations the agent holds the servers' view
-// of, for GetAllocs, in id order: the order servers walk them in. A node
-// holding more than a request may name (terminal allocations not yet
-// collected count) names the first; the servers send the others whole.
-func (s *allocSet) knownAllocs() []*droverv1.KnownAlloc {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*droverv1.KnownAlloc, 0, len(s.seen))
-	for id, a := range s.seen {
-		out = append(out, &droverv1.KnownAlloc{AllocId: id, ModifyIndex: a.modifyIndex})
-	}
-	slices.SortFunc(out, func(a, b *droverv1.KnownAlloc) int { return strings.Compare(a.GetAllocId(), b.GetAllocId()) })
-	return out[:min(len(out), droverv1.MaxKnownAllocs)]
+	return s.knownIndex, uint32(len(s.seen))
 }
 
 // change says what an update of the set calls for: whether there are
@@ -121,31 +96,36 @@ type change struct {
 }
 
 // apply merges the servers' view of the node's allocations at time now:
-// those the answer sends, and those it names unchanged since the agent
-// last saw them, which need nothing done again. The answer's job versions
-// join those held from earlier answers; versions no allocation of the
-// node runs are dropped.
+// those the answer sends, and the rest the agent holds unchanged, which
+// need nothing done again. An answer relative to the agent's known index
+// leaves those out; a whole one names them, and what it neither sends nor
+// names was collected. The answer's job versions join those held from
+// earlier answers; versions no allocation of the node runs are dropped.
 func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, j := range resp.GetJobs() {
 		s.jobs[jobVersionKey{j.GetId(), j.GetVersion()}] = j
 	}
-	seen := make(map[string]seenAlloc, len(resp.GetAllocs())+len(resp.GetUnchangedAllocIds()))
-	running := make(map[jobVersionKey]bool, len(s.jobs))
-	for _, id := range resp.GetUnchangedAllocIds() {
-		if a, ok := s.seen[id]; ok {
-			seen[id] = a
-			running[a.job] = true
+	if !resp.GetSinceKnownIndex() {
+		seen := make(map[string]jobVersionKey, len(resp.GetAllocs())+len(resp.GetUnchangedAllocIds()))
+		for _, id := range resp.GetUnchangedAllocIds() {
+			if k, ok := s.seen[id]; ok {
+				seen[id] = k
+			}
 		}
+		s.seen = seen
 	}
 	for _, a := range resp.GetAllocs() {
 		k := jobVersionKey{a.GetJobId(), a.GetJobVersion()}
-		seen[a.GetId()] = seenAlloc{modifyIndex: a.GetModifyIndex(), job: k}
-		running[k] = true
+		s.seen[a.GetId()] = k
 		s.merge(a, s.jobs[k], now)
 	}
-	s.seen = seen
+	s.knownIndex = resp.GetStateIndex()
+	running := make(map[jobVersionKey]bool, len(s.jobs))
+	for _, k := range s.seen {
+		running[k] = true
+	}
 	for k := range s.jobs {
 		if !running[k] {
 			delete(s.jobs, k)
@@ -153,7 +133,7 @@ func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
 	}
 	for id, a := range s.m {
 		// Collected by the servers after this agent's final report.
-		if _, present := seen[id]; !present && a.status.IsClientTerminal() && !a.dirty() {
+		if _, present := s.seen[id]; !present && a.status.IsClientTerminal() && !a.dirty() {
 			delete(s.m, id)
 		}
 	}

@@ -343,11 +343,21 @@ func TestAllocSetHealth(t *testing.T) {
 	}
 }
 
+// heldJobs lists the job versions an agent holds, as id@version/job_modify_index.
+func heldJobs(s *allocSet) []string {
+	var out []string
+	for k, j := range s.jobs {
+		out = append(out, fmt.Sprintf("%s@%d/%d", k.id, k.version, j.GetJobModifyIndex()))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestAllocSetHoldsJobVersions checks that an agent keeps the job versions
-// of its allocations between answers, names them in its next GetAllocs, and
-// forgets a version once no allocation of the answer runs it: a batch
-// allocation placed after the answer that carried its job still runs as
-// batch when the servers leave the job out.
+// of its allocations between answers and forgets a version once no
+// allocation of the answer runs it: a batch allocation placed after the
+// answer that carried its job still runs as batch when the servers leave
+// the job out.
 func TestAllocSetHoldsJobVersions(t *testing.T) {
 	s := newAllocSet(startDelay, batchRun, 0, 0)
 	pending := droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
@@ -355,94 +365,70 @@ func TestAllocSetHoldsJobVersions(t *testing.T) {
 	first := answer(serverAlloc("a1", "b", run, pending, 5), serverAlloc("a2", "s", run, pending, 5))
 	first.Jobs[1].JobModifyIndex = 4
 	s.apply(first, now)
-	knownIDs := func() []string {
-		var ids []string
-		for _, k := range s.known() {
-			ids = append(ids, fmt.Sprintf("%s@%d/%d", k.GetJobId(), k.GetVersion(), k.GetJobModifyIndex()))
-		}
-		slices.Sort(ids)
-		return ids
+	if got, want := heldJobs(s), []string{"b@0/4", "s@0/0"}; !slices.Equal(got, want) {
+		t.Fatalf("job versions held after the first answer %v, want %v", got, want)
 	}
-	if got, want := knownIDs(), []string{"b@0/4", "s@0/0"}; !slices.Equal(got, want) {
-		t.Fatalf("known after the first answer %v, want %v", got, want)
-	}
-	// The next answer leaves both jobs out, as the servers do for known
-	// versions; a2 is gone (collected).
+	// The next answer, whole, leaves both jobs out, as the servers do for
+	// versions the agent holds; a2 is gone (collected).
 	s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{
 		serverAlloc("a1", "b", run, pending, 5), serverAlloc("a3", "b", run, pending, 6)}}, now)
 	if !s.m["a3"].batch {
 		t.Error("a3 of batch job b adopted as a service allocation: the held job version was not used")
 	}
-	if got, want := knownIDs(), []string{"b@0/4"}; !slices.Equal(got, want) {
-		t.Errorf("known after job s left the node %v, want %v", got, want)
+	if got, want := heldJobs(s), []string{"b@0/4"}; !slices.Equal(got, want) {
+		t.Errorf("job versions held after job s left the node %v, want %v", got, want)
 	}
 }
 
-// TestAllocSetHoldsServerView checks that an agent names the allocations
-// it holds at the modify_index it last received, keeps the job versions
-// and state of those the servers name unchanged, and drops one named in
-// neither list once it has finished (collected).
+// TestAllocSetHoldsServerView checks what an agent names in GetAllocs
+// (the state_index of its last answer and how many allocations that
+// answer left it) and how it merges the two kinds of answer: one relative
+// to that index keeps every allocation it does not send, with its state
+// and job version; a whole one keeps only those it names unchanged, and a
+// finished allocation in neither list is dropped (collected).
 func TestAllocSetHoldsServerView(t *testing.T) {
 	s := newAllocSet(startDelay, batchRun, 0, 0)
 	first := answer(serverAlloc("a1", "b", run, pending, 5), serverAlloc("a2", "s", run, complete, 6), serverAlloc("a3", "s", run, pending, 7))
+	first.StateIndex = 8
 	s.apply(first, now)
-	knownAllocs := func() []string {
-		var ids []string
-		for _, k := range s.knownAllocs() {
-			ids = append(ids, fmt.Sprintf("%s@%d", k.GetAllocId(), k.GetModifyIndex()))
+	checkKnown := func(when string, index uint64, count uint32) {
+		t.Helper()
+		if gotIndex, gotCount := s.known(); gotIndex != index || gotCount != count {
+			t.Errorf("%s: known index %d and count %d, want %d and %d", when, gotIndex, gotCount, index, count)
 		}
-		slices.Sort(ids)
-		return ids
 	}
-	if got, want := knownAllocs(), []string{"a1@5", "a2@6", "a3@7"}; !slices.Equal(got, want) {
-		t.Fatalf("known allocations after the first answer %v, want %v", got, want)
-	}
+	checkKnown("after the first answer", 8, 3)
 	a1 := *s.m["a1"]
-	// a1 unchanged and sent no more, with its job left out; a3 changed
-	// (stopped); a2, finished and acknowledged, collected.
-	s.m["a2"] = &simAlloc{status: complete, reported: complete}
+	s.m["a2"] = &simAlloc{status: complete, reported: complete} // finished and acknowledged
+
+	// Relative: a3 changed (stopped); a1 and a2 held as they were.
 	s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{serverAlloc("a3", "s", stop, pending, 9)},
-		UnchangedAllocIds: []string{"a1"}}, now+1)
-	if got, want := knownAllocs(), []string{"a1@5", "a3@9"}; !slices.Equal(got, want) {
-		t.Errorf("known allocations after the second answer %v, want %v", got, want)
-	}
+		StateIndex: 10, SinceKnownIndex: true}, now+1)
+	checkKnown("after a relative answer", 10, 3)
 	if got := s.m["a1"]; got == nil || *got != a1 {
-		t.Errorf("a1 named unchanged became %+v, want %+v as it was", got, a1)
+		t.Errorf("a1, not sent, became %+v, want %+v as it was", got, a1)
 	}
-	if _, ok := s.m["a2"]; ok {
-		t.Error("a2, finished and in neither list, was kept")
+	if _, ok := s.m["a2"]; !ok {
+		t.Error("a2, finished and not sent by a relative answer, was dropped")
 	}
 	if got, want := s.m["a3"].status, complete; got != want {
 		t.Errorf("a3 stopped by the servers is %s, want %s", got, want)
 	}
-	var jobs []string
-	for _, k := range s.known() {
-		jobs = append(jobs, k.GetJobId())
+	if got, want := heldJobs(s), []string{"b@0/0", "s@0/0"}; !slices.Equal(got, want) {
+		t.Errorf("job versions held %v, want %v: unchanged allocations still run theirs", got, want)
 	}
-	slices.Sort(jobs)
-	if want := []string{"b", "s"}; !slices.Equal(jobs, want) {
-		t.Errorf("job versions held %v, want %v: an unchanged allocation still runs its version", jobs, want)
-	}
-}
 
-// TestKnownAllocsFitARequest checks that a node holding more allocations
-// than GetAllocs may name names no more, so that its polls stay valid.
-func TestKnownAllocsFitARequest(t *testing.T) {
-	s := newAllocSet(startDelay, batchRun, 0, 0)
-	var allocs []*droverv1.Allocation
-	for i := range droverv1.MaxKnownAllocs + 10 {
-		allocs = append(allocs, serverAlloc(fmt.Sprintf("a%05d", i), "b", run, complete, 5))
+	// Whole: a1 named unchanged, a3 sent again; a2, in neither, collected.
+	s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{serverAlloc("a3", "s", stop, complete, 11)},
+		UnchangedAllocIds: []string{"a1"}, StateIndex: 12}, now+2)
+	checkKnown("after a whole answer", 12, 2)
+	if got := s.m["a1"]; got == nil || *got != a1 {
+		t.Errorf("a1 named unchanged became %+v, want %+v as it was", got, a1)
 	}
-	s.apply(answer(allocs...), now)
-	known := s.knownAllocs()
-	if len(known) != droverv1.MaxKnownAllocs {
-		t.Fatalf("%d allocations named, want %d", len(known), droverv1.MaxKnownAllocs)
+	if _, ok := s.m["a2"]; ok {
+		t.Error("a2, finished and in neither list of a whole answer, was kept")
 	}
-	req := &droverv1.GetAllocsRequest{NodeId: "0f8fad5b-d9cb-469f-a165-70867728950e", SecretId: "0f8fad5b-d9cb-469f-a165-70867728950e", KnownAllocs: known}
-	for _, k := range req.KnownAllocs {
-		k.AllocId = "0f8fad5b-d9cb-469f-a165-70867728950e" // valid ids; only the count is under test
-	}
-	if err := req.Validate(); err != nil {
-		t.Errorf("the request is refused: %v", err)
+	if got, want := heldJobs(s), []string{"b@0/0", "s@0/0"}; !slices.Equal(got, want) {
+		t.Errorf("job versions held %v, want %v", got, want)
 	}
 }

@@ -79,9 +79,10 @@ func (a *Agent) pollCtx(ctx context.Context) (context.Context, bool) {
 func (a *Agent) getAllocs(ctx context.Context, client droverv1.NodeServiceClient, index uint64) (*droverv1.GetAllocsResponse, error) {
 	cctx, cancel := context.WithTimeout(ctx, a.f.cfg.PollWait+a.f.cfg.CallTimeout)
 	defer cancel()
+	known, count := a.allocs.known()
 	return client.GetAllocs(cctx, &droverv1.GetAllocsRequest{
 		NodeId: a.node.ID, SecretId: a.node.Secret, MinIndex: index, MaxWait: durationpb.New(a.f.cfg.PollWait),
-		KnownJobs: a.allocs.known(), KnownAllocs: a.allocs.knownAllocs(),
+		KnownIndex: known, KnownCount: count,
 	})
 }
 

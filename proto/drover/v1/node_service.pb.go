@@ -459,7 +459,19 @@ type GetAllocsRequest struct {
 	// that index in unchanged_alloc_ids instead of sending them again. An
 	// agent that names an allocation here holds its job version. At most
 	// 4096.
-	KnownAllocs   []*KnownAlloc `protobuf:"bytes,7,rep,name=known_allocs,json=knownAllocs,proto3" json:"known_allocs,omitempty"`
+	KnownAllocs []*KnownAlloc `protobuf:"bytes,7,rep,name=known_allocs,json=knownAllocs,proto3" json:"known_allocs,omitempty"`
+	// The state_index of the last answer the agent holds in full, and how
+	// many allocations it held after that answer. With them the request's
+	// size does not grow with the node: the answer sends only the
+	// allocations changed after known_index (and since_known_index is
+	// set), and the job versions of those that no allocation left unchanged
+	// runs. known_jobs and known_allocs are not needed beside them, and are
+	// read only when the servers cannot answer relative to known_index: an
+	// index past their state, or from before their state was rebuilt from a
+	// snapshot (a restart, or a backup restored), which keeps objects' old
+	// modify indexes.
+	KnownIndex    uint64 `protobuf:"varint,8,opt,name=known_index,json=knownIndex,proto3" json:"known_index,omitempty"`
+	KnownCount    uint32 `protobuf:"varint,9,opt,name=known_count,json=knownCount,proto3" json:"known_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -542,6 +554,20 @@ func (x *GetAllocsRequest) GetKnownAllocs() []*KnownAlloc {
 		return x.KnownAllocs
 	}
 	return nil
+}
+
+func (x *GetAllocsRequest) GetKnownIndex() uint64 {
+	if x != nil {
+		return x.KnownIndex
+	}
+	return 0
+}
+
+func (x *GetAllocsRequest) GetKnownCount() uint32 {
+	if x != nil {
+		return x.KnownCount
+	}
+	return 0
 }
 
 // KnownAlloc is an allocation an agent holds, as of its modify_index.
@@ -664,21 +690,35 @@ func (x *KnownJobVersion) GetJobModifyIndex() uint64 {
 // GetAllocsResponse lists every allocation on the node, terminal ones
 // included, and the job versions they run: in allocs, or in
 // unchanged_alloc_ids for those the request named in known_allocs at the
-// index they are still at. An allocation the agent holds that is in
-// neither was garbage collected.
+// index they are still at; or, with since_known_index, only those changed
+// after the request's known_index. In a whole answer (since_known_index
+// unset) an allocation the agent holds that is in neither list was
+// garbage collected.
 type GetAllocsResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Allocs []*Allocation          `protobuf:"bytes,1,rep,name=allocs,proto3" json:"allocs,omitempty"`
 	// The job versions the allocations in allocs refer to, one each, less
-	// those the request named in known_jobs.
+	// those the request named in known_jobs, or, relative to known_index,
+	// less those an allocation unchanged since it runs.
 	Jobs []*Job `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	// Pass as min_index to wait for the next change.
 	Index uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
 	// The node's allocations the request named in known_allocs that have
 	// not changed since (same modify_index), left out of allocs.
 	UnchangedAllocIds []string `protobuf:"bytes,4,rep,name=unchanged_alloc_ids,json=unchangedAllocIds,proto3" json:"unchanged_alloc_ids,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The raft index of the state this answer was read from: every
+	// allocation of the node written at or before it is in the answer, sent
+	// or named unchanged. Pass it as known_index next time.
+	StateIndex uint64 `protobuf:"varint,5,opt,name=state_index,json=stateIndex,proto3" json:"state_index,omitempty"`
+	// Set when the answer is relative to the request's known_index: the
+	// agent's allocations not in allocs are unchanged since it and still on
+	// the node. Unset, the answer is whole as described above: allocations
+	// the agent holds that are in neither allocs nor unchanged_alloc_ids
+	// were garbage collected. An answer relative to known_index whose
+	// known_count shows some collected is whole, naming the unchanged ones.
+	SinceKnownIndex bool `protobuf:"varint,6,opt,name=since_known_index,json=sinceKnownIndex,proto3" json:"since_known_index,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetAllocsResponse) Reset() {
@@ -737,6 +777,20 @@ func (x *GetAllocsResponse) GetUnchangedAllocIds() []string {
 		return x.UnchangedAllocIds
 	}
 	return nil
+}
+
+func (x *GetAllocsResponse) GetStateIndex() uint64 {
+	if x != nil {
+		return x.StateIndex
+	}
+	return 0
+}
+
+func (x *GetAllocsResponse) GetSinceKnownIndex() bool {
+	if x != nil {
+		return x.SinceKnownIndex
+	}
+	return false
 }
 
 // GetNodeRequest names a node by id or unique id prefix.
@@ -1560,7 +1614,7 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\x06allocs\x18\x03 \x03(\v2\x1c.drover.v1.AllocClientUpdateR\x06allocs\"W\n" +
 	"\x13UpdateAllocResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12*\n" +
-	"\x11unknown_alloc_ids\x18\x02 \x03(\tR\x0funknownAllocIds\"\xb4\x02\n" +
+	"\x11unknown_alloc_ids\x18\x02 \x03(\tR\x0funknownAllocIds\"\xf6\x02\n" +
 	"\x10GetAllocsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tsecret_id\x18\x02 \x01(\tR\bsecretId\x12\x1b\n" +
@@ -1569,7 +1623,11 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\bmax_wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x129\n" +
 	"\n" +
 	"known_jobs\x18\x06 \x03(\v2\x1a.drover.v1.KnownJobVersionR\tknownJobs\x128\n" +
-	"\fknown_allocs\x18\a \x03(\v2\x15.drover.v1.KnownAllocR\vknownAllocs\"J\n" +
+	"\fknown_allocs\x18\a \x03(\v2\x15.drover.v1.KnownAllocR\vknownAllocs\x12\x1f\n" +
+	"\vknown_index\x18\b \x01(\x04R\n" +
+	"knownIndex\x12\x1f\n" +
+	"\vknown_count\x18\t \x01(\rR\n" +
+	"knownCount\"J\n" +
 	"\n" +
 	"KnownAlloc\x12\x19\n" +
 	"\balloc_id\x18\x01 \x01(\tR\aallocId\x12!\n" +
@@ -1577,12 +1635,15 @@ const file_drover_v1_node_service_proto_rawDesc = "" +
 	"\x0fKnownJobVersion\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12(\n" +
-	"\x10job_modify_index\x18\x03 \x01(\x04R\x0ejobModifyIndex\"\xac\x01\n" +
+	"\x10job_modify_index\x18\x03 \x01(\x04R\x0ejobModifyIndex\"\xf9\x01\n" +
 	"\x11GetAllocsResponse\x12-\n" +
 	"\x06allocs\x18\x01 \x03(\v2\x15.drover.v1.AllocationR\x06allocs\x12\"\n" +
 	"\x04jobs\x18\x02 \x03(\v2\x0e.drover.v1.JobR\x04jobs\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\x12.\n" +
-	"\x13unchanged_alloc_ids\x18\x04 \x03(\tR\x11unchangedAllocIds\"X\n" +
+	"\x13unchanged_alloc_ids\x18\x04 \x03(\tR\x11unchangedAllocIds\x12\x1f\n" +
+	"\vstate_index\x18\x05 \x01(\x04R\n" +
+	"stateIndex\x12*\n" +
+	"\x11since_known_index\x18\x06 \x01(\bR\x0fsinceKnownIndex\"X\n" +
 	"\x0eGetNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12-\n" +
 	"\x05query\x18\x02 \x01(\v2\x17.drover.v1.QueryOptionsR\x05query\"\x8f\x01\n" +

@@ -170,6 +170,8 @@ func (m *GetAllocsRequest) CloneVT() *GetAllocsRequest {
 	r.MinIndex = m.MinIndex
 	r.MaxWaitNs = m.MaxWaitNs
 	r.MaxWait = (*durationpb.Duration)((*durationpb1.Duration)(m.MaxWait).CloneVT())
+	r.KnownIndex = m.KnownIndex
+	r.KnownCount = m.KnownCount
 	if rhs := m.KnownJobs; rhs != nil {
 		tmpContainer := make([]*KnownJobVersion, len(rhs))
 		for k, v := range rhs {
@@ -238,6 +240,8 @@ func (m *GetAllocsResponse) CloneVT() *GetAllocsResponse {
 	}
 	r := new(GetAllocsResponse)
 	r.Index = m.Index
+	r.StateIndex = m.StateIndex
+	r.SinceKnownIndex = m.SinceKnownIndex
 	if rhs := m.Allocs; rhs != nil {
 		tmpContainer := make([]*Allocation, len(rhs))
 		for k, v := range rhs {
@@ -778,6 +782,12 @@ func (this *GetAllocsRequest) EqualVT(that *GetAllocsRequest) bool {
 			}
 		}
 	}
+	if this.KnownIndex != that.KnownIndex {
+		return false
+	}
+	if this.KnownCount != that.KnownCount {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -886,6 +896,12 @@ func (this *GetAllocsResponse) EqualVT(that *GetAllocsResponse) bool {
 		if vx != vy {
 			return false
 		}
+	}
+	if this.StateIndex != that.StateIndex {
+		return false
+	}
+	if this.SinceKnownIndex != that.SinceKnownIndex {
+		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -1642,6 +1658,16 @@ func (m *GetAllocsRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.KnownCount != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.KnownCount))
+		i--
+		dAtA[i] = 0x48
+	}
+	if m.KnownIndex != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.KnownIndex))
+		i--
+		dAtA[i] = 0x40
+	}
 	if len(m.KnownAllocs) > 0 {
 		for iNdEx := len(m.KnownAllocs) - 1; iNdEx >= 0; iNdEx-- {
 			size, err := m.KnownAllocs[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
@@ -1827,6 +1853,21 @@ func (m *GetAllocsResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.SinceKnownIndex {
+		i--
+		if m.SinceKnownIndex {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x30
+	}
+	if m.StateIndex != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.StateIndex))
+		i--
+		dAtA[i] = 0x28
 	}
 	if len(m.UnchangedAllocIds) > 0 {
 		for iNdEx := len(m.UnchangedAllocIds) - 1; iNdEx >= 0; iNdEx-- {
@@ -2778,6 +2819,12 @@ func (m *GetAllocsRequest) SizeVT() (n int) {
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
 	}
+	if m.KnownIndex != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.KnownIndex))
+	}
+	if m.KnownCount != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.KnownCount))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -2845,6 +2892,12 @@ func (m *GetAllocsResponse) SizeVT() (n int) {
 			l = len(s)
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	if m.StateIndex != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.StateIndex))
+	}
+	if m.SinceKnownIndex {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -4236,6 +4289,44 @@ func (m *GetAllocsRequest) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 8:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field KnownIndex", wireType)
+			}
+			m.KnownIndex = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.KnownIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field KnownCount", wireType)
+			}
+			m.KnownCount = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.KnownCount |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -4629,6 +4720,45 @@ func (m *GetAllocsResponse) UnmarshalVT(dAtA []byte) error {
 			}
 			m.UnchangedAllocIds = append(m.UnchangedAllocIds, string(dAtA[iNdEx:postIndex]))
 			iNdEx = postIndex
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field StateIndex", wireType)
+			}
+			m.StateIndex = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.StateIndex |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SinceKnownIndex", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.SinceKnownIndex = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
