@@ -16,6 +16,7 @@ import (
 	"github.com/droverhq/drover/internal/mock"
 	"github.com/droverhq/drover/internal/testserver"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/server"
 )
 
 // BenchmarkRegister measures Node.Register of new nodes through gRPC and
@@ -147,7 +148,9 @@ func BenchmarkGetAllocsWakeup(b *testing.B) {
 //
 //	go test -run '^$' -bench GetAllocsAnswer -count 5 ./rpc/
 func BenchmarkGetAllocsAnswer(b *testing.B) {
-	srv := testserver.Start(b)
+	// No workers: they would place the jobs registered below on the node
+	// while the answers are measured.
+	srv := testserver.Start(b, func(c *server.Config) { c.Scheduler.NumWorkers = 0 })
 	for _, jobs := range []int{20, 200} {
 		b.Run(fmt.Sprintf("allocs=%d", jobs), func(b *testing.B) { benchmarkGetAllocsAnswer(b, srv, jobs) })
 	}

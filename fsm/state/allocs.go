@@ -133,10 +133,11 @@ func (tx *txn) applyNodeAllocUpdates(group *droverv1.NodeAllocUpdates, now int64
 			res.UnknownAllocs = append(res.UnknownAllocs, u.GetAllocId())
 			continue
 		}
-		a := old.CloneVT()
-		// A report never changes resources. Sharing the object tells the
-		// schedulers' usage caches that the allocation holds what it held.
-		a.Resources = old.Resources
+		// A report changes scalars only (reportHealth replaces the
+		// deployment status it changes), so the new version shares the
+		// rest. Sharing the resources object also tells the schedulers'
+		// usage caches that the allocation holds what it held.
+		a := old.ShallowCopy()
 		a.ClientStatus = u.GetClientStatus()
 		a.ClientDescription = u.GetClientDescription()
 		a.ModifyIndex = tx.index
