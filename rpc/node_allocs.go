@@ -185,7 +185,7 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 	if known := req.GetKnownIndex(); known > 0 && known <= resp.StateIndex && known >= rebuiltAt {
 		resp.Allocs, resp.UnchangedAllocIds, resp.SinceKnownIndex = changedSince(all, known, req.GetKnownCount())
 		resp.Jobs = jobVersionsOf(answered, resp.Allocs, func(j *droverv1.Job) bool {
-			return j.GetJobModifyIndex() <= known && runsUnchanged(all, j, known)
+			return j.GetJobModifyIndex() <= known && heldAt(all, j, known)
 		})
 		return resp, nil
 	}
@@ -227,12 +227,16 @@ func changedSince(allocs []*droverv1.Allocation, known uint64, knownCount uint32
 	return send, unchanged, false
 }
 
-// runsUnchanged reports whether one of the node's allocations unchanged
-// since known runs job version j: the agent then holds that version, as
-// it keeps every version an allocation it holds runs.
-func runsUnchanged(allocs []*droverv1.Allocation, j *droverv1.Job, known uint64) bool {
+// heldAt reports whether one of the node's allocations ran job version j
+// at known: the agent then holds that version, as it keeps every version
+// an allocation it holds runs. An allocation changes its job version only
+// through the schedulers, whose writes move alloc_modify_index, so one
+// whose alloc_modify_index is at or below known ran its version then, even
+// if its agent reported on it since (which moves modify_index only). Most
+// allocations an answer sends are such: reported since the last answer.
+func heldAt(allocs []*droverv1.Allocation, j *droverv1.Job, known uint64) bool {
 	for _, a := range allocs {
-		if a.GetModifyIndex() <= known && a.GetJobVersion() == j.GetVersion() && a.GetJobId() == j.GetId() {
+		if a.GetAllocModifyIndex() <= known && a.GetJobVersion() == j.GetVersion() && a.GetJobId() == j.GetId() {
 			return true
 		}
 	}

@@ -552,12 +552,22 @@ func TestGetAllocsSinceKnownIndex(t *testing.T) {
 	if got := ask(k, 4); got.GetSinceKnownIndex() {
 		t.Errorf("an agent naming more allocations than it can hold got a relative answer")
 	}
-	// Every allocation of web changed: the agent holds web's version only
-	// through allocations the answer sends, so it is sent too.
+	// Every allocation of web reported on since: they ran web's version
+	// at the known index all the same, so the agent holds it.
 	if _, err := e.report(n, running, w[1].GetId()); err != nil {
 		t.Fatal(err)
 	}
-	check("a job's all changed", ask(k, 3), want{relative: true, sent: ids(w[0], w[1], d1, a0), jobs: []string{web.GetId(), api.GetId()}})
+	check("a job's all reported", ask(k, 3), want{relative: true, sent: ids(w[0], w[1], d1, a0), jobs: []string{api.GetId()}})
+	// Every allocation of web changed by the servers (as an in-place
+	// update would, to another version): the version is sent.
+	update := &droverv1.PlanResultEntry{AppliedAt: time.Now().UnixNano()}
+	for _, a := range w {
+		u := e.srv.State().Snapshot().AllocByID(a.GetId()).CloneVT()
+		u.DesiredDescription = "updated in place"
+		update.Allocations = append(update.Allocations, u)
+	}
+	e.apply(droverv1.MessageTypePlanResult, update)
+	check("a job's all updated", ask(k, 3), want{relative: true, sent: ids(w[0], w[1], d1, a0), jobs: []string{web.GetId(), api.GetId()}})
 
 	// d0, finished, collected: the answer is whole, naming the unchanged.
 	if _, err := e.report(n, droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, d[0].GetId()); err != nil {

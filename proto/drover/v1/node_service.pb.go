@@ -464,8 +464,8 @@ type GetAllocsRequest struct {
 	// many allocations it held after that answer. With them the request's
 	// size does not grow with the node: the answer sends only the
 	// allocations changed after known_index (and since_known_index is
-	// set), and the job versions of those that no allocation left unchanged
-	// runs. known_jobs and known_allocs are not needed beside them, and are
+	// set), and the job versions of those that no allocation of the node
+	// ran at known_index. known_jobs and known_allocs are not needed beside them, and are
 	// read only when the servers cannot answer relative to known_index: an
 	// index past their state, or from before their state was rebuilt from a
 	// snapshot (a restart, or a backup restored), which keeps objects' old
@@ -699,7 +699,7 @@ type GetAllocsResponse struct {
 	Allocs []*Allocation          `protobuf:"bytes,1,rep,name=allocs,proto3" json:"allocs,omitempty"`
 	// The job versions the allocations in allocs refer to, one each, less
 	// those the request named in known_jobs, or, relative to known_index,
-	// less those an allocation unchanged since it runs.
+	// less those an allocation of the node ran at it.
 	Jobs []*Job `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	// Pass as min_index to wait for the next change.
 	Index uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
