@@ -7,6 +7,7 @@ import (
 
 	"github.com/droverhq/drover/internal/simagent"
 	"github.com/droverhq/drover/test/cluster"
+	"github.com/droverhq/drover/test/flood"
 )
 
 // The operator flood of BenchmarkOperatorFlood.
@@ -22,8 +23,8 @@ const (
 // policy (10s minimum, 50 heartbeats per second: TTLs of 40-80s, 10s
 // grace), and reports what the flood and the cluster came to.
 //
-// The flood: 2,000 client connections from this process (each its own
-// grpc.ClientConn, so its own TCP connection), each calling NodeService.List
+// The flood: 2,000 client connections from a child process (runFlood;
+// each its own grpc.ClientConn, so its own TCP connection), each calling NodeService.List
 // for every node (a consistent read, forwarded to the leader by a follower)
 // with a 30s deadline, again and again for a minute; a refused call waits
 // for the RetryInfo hint it carries. Run against a follower, then against
@@ -55,7 +56,7 @@ func benchFlood(b *testing.B, atLeader bool) {
 	fleet := startSimFleet(ctx, b, c, floodNodes, func(cfg *simagent.Config) { cfg.SpreadHeartbeats = true })
 	waitFleetReady(ctx, b, fleet)
 	ids := fleetIDs(fleet)
-	f := flood{conns: floodConns, window: floodWindow, callTimeout: floodCallTimeout, pageSize: floodNodes}
+	f := flood.Config{Conns: floodConns, Window: floodWindow, CallTimeout: floodCallTimeout, PageSize: floodNodes}
 
 	var sum floodFigures
 	b.ResetTimer()
@@ -98,7 +99,7 @@ func (f floodFigures) report(b *testing.B) {
 
 // floodOnce floods the leader or a follower once and waits until every node
 // has heartbeated after the flood.
-func floodOnce(ctx context.Context, b *testing.B, c *cluster.Cluster, f flood, atLeader bool, ids []string, fleet *simagent.Fleet) floodFigures {
+func floodOnce(ctx context.Context, b *testing.B, c *cluster.Cluster, f flood.Config, atLeader bool, ids []string, fleet *simagent.Fleet) floodFigures {
 	b.Helper()
 	leader := c.WaitLeader(ctx)
 	c.WaitConverged(ctx)
@@ -114,7 +115,7 @@ func floodOnce(ctx context.Context, b *testing.B, c *cluster.Cluster, f flood, a
 	term0 := lastTerm(ctx, b, leader)
 
 	start := time.Now()
-	res := f.run(ctx, b, target)
+	res := runFlood(ctx, b, target, f)
 	floodEnd := time.Now()
 	b.StopTimer()
 	// Marks the flood caused come at the latest before each node's first
@@ -126,7 +127,7 @@ func floodOnce(ctx context.Context, b *testing.B, c *cluster.Cluster, f flood, a
 		b.Fatalf("following node events on %s: %v", observer, err)
 	}
 	fig := floodFigures{
-		answered: res.answered, refused: res.refusals(), timedOut: res.timedOut,
+		answered: res.Answered, refused: res.Refusals(), timedOut: res.TimedOut,
 		marked:          len(marks.of(ids)),
 		elections:       int(max(watch.term(), lastTerm(ctx, b, c.WaitLeader(ctx))) - term0),
 		unhealthyLogged: unhealthyLogged(c, start),

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/droverhq/drover/test/cluster"
+	"github.com/droverhq/drover/test/flood"
 )
 
 // TestOperatorFloodKeepsCluster floods a follower, then the leader, of a
@@ -30,7 +31,7 @@ func TestOperatorFloodKeepsCluster(t *testing.T) {
 	fleet := startSimFleet(ctx, t, c, nodes)
 	waitFleetReady(ctx, t, fleet)
 	ids := fleetIDs(fleet)
-	f := flood{conns: 400, window: 15 * time.Second, callTimeout: 5 * time.Second, pageSize: nodes}
+	f := flood.Config{Conns: 400, Window: 15 * time.Second, CallTimeout: 5 * time.Second, PageSize: nodes}
 
 	for _, target := range []*cluster.Server{c.Others(leader)[0], leader} {
 		t.Run(fmt.Sprintf("target=%s", target), func(t *testing.T) {
@@ -40,7 +41,7 @@ func TestOperatorFloodKeepsCluster(t *testing.T) {
 			t.Cleanup(watch.stop)
 			term0 := lastTerm(ctx, t, leader)
 
-			res := f.run(ctx, t, target)
+			res := runFlood(ctx, t, target, f)
 			end := time.Now()
 			t.Logf("flood: %s", res)
 			// A node the flood kept from heartbeating is marked before
@@ -50,17 +51,17 @@ func TestOperatorFloodKeepsCluster(t *testing.T) {
 			marks.close()
 			t.Logf("cluster: %s", watch)
 
-			if res.timedOut > 0 {
-				t.Errorf("%d calls ended in DeadlineExceeded", res.timedOut)
+			if res.TimedOut > 0 {
+				t.Errorf("%d calls ended in DeadlineExceeded", res.TimedOut)
 			}
-			for code, n := range res.refused {
+			for code, n := range res.Refused {
 				if code != codes.ResourceExhausted {
 					t.Errorf("%d calls failed %s", n, code)
 				}
 			}
-			if exhausted := res.refused[codes.ResourceExhausted]; exhausted == 0 || res.withRetryInfo != exhausted || res.answered == 0 {
+			if exhausted := res.Refused[codes.ResourceExhausted]; exhausted == 0 || res.WithRetryInfo != exhausted || res.Answered == 0 {
 				t.Errorf("%d calls answered, %d refused RESOURCE_EXHAUSTED (%d with RetryInfo); want both, every refusal with a hint",
-					res.answered, exhausted, res.withRetryInfo)
+					res.Answered, exhausted, res.WithRetryInfo)
 			}
 			if err := marks.failure(); err != nil {
 				t.Fatalf("following node events on %s: %v", observer, err)

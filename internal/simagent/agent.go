@@ -145,7 +145,8 @@ func (a *Agent) registered(resp *droverv1.RegisterNodeResponse) {
 }
 
 // heartbeat sends Node.UpdateStatus and schedules the next one at a random
-// 50-90% (by default) of the TTL the servers answer with.
+// 50-90% (by default) of the TTL the servers answer with, counted from when
+// this one was sent.
 func (a *Agent) heartbeat(ctx context.Context) (int64, bool) {
 	sent := time.Now()
 	a.f.stats.heartbeatsSent.Add(1)
@@ -181,13 +182,16 @@ func (a *Agent) beatAccepted(sent time.Time, resp *droverv1.UpdateNodeStatusResp
 	a.f.pool.learn(resp.GetServers())
 	a.status.Store(int32(resp.GetStatus()))
 	a.afterHeartbeat(resp.GetStatus())
-	return a.nextHeartbeat(resp.GetHeartbeatTtl().AsDuration())
+	return a.nextHeartbeat(sent, resp.GetHeartbeatTtl().AsDuration())
 }
 
-// nextHeartbeat picks when to heartbeat within ttl: early enough that the
-// servers' grace period is never needed, spread so that nodes that started
-// together drift apart.
-func (a *Agent) nextHeartbeat(ttl time.Duration) int64 {
+// nextHeartbeat picks when to heartbeat within ttl of sent: early enough
+// that the servers' grace period is never needed, spread so that nodes that
+// started together drift apart. The leader reset the node's timer somewhere
+// between sent and the answer, so the TTL is counted from sent: counted
+// from the answer, a slow answer (a busy server) would push the next
+// heartbeat past the timer by the time the answer took.
+func (a *Agent) nextHeartbeat(sent time.Time, ttl time.Duration) int64 {
 	if ttl <= 0 {
 		ttl = a.f.cfg.RetryMax
 	}
@@ -196,7 +200,7 @@ func (a *Agent) nextHeartbeat(ttl time.Duration) int64 {
 	if a.fresh.CompareAndSwap(true, false) && a.f.cfg.SpreadHeartbeats {
 		frac *= rand.Float64()
 	}
-	return time.Now().Add(time.Duration(frac * float64(ttl))).UnixNano()
+	return sent.Add(time.Duration(frac * float64(ttl))).UnixNano()
 }
 
 // HeartbeatedSince reports whether the servers accepted a heartbeat of the

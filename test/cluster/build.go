@@ -63,6 +63,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 )
 
@@ -87,13 +88,25 @@ func BuildVersion(dir, version string) (binPath string, err error) {
 	return build(filepath.Join(dir, "drover-"+version), "-ldflags", "-X "+VersionVar+"="+version)
 }
 
+// BuildCommand builds the command pkg (an import path) into dir, named
+// after the last element of pkg, and returns its path. Like Build it builds
+// without the race detector, whatever the test binary was built with. The
+// caller removes dir.
+func BuildCommand(dir, pkg string) (binPath string, err error) {
+	return buildPackage(filepath.Join(dir, path.Base(pkg)), pkg)
+}
+
 func build(bin string, flags ...string) (string, error) {
+	return buildPackage(bin, Package, flags...)
+}
+
+func buildPackage(bin, pkg string, flags ...string) (string, error) {
 	args := append([]string{"build", "-o", bin}, flags...)
-	cmd := exec.Command("go", append(args, Package)...)
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", Package, err, out)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
