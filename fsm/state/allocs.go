@@ -33,8 +33,8 @@ const ReportAllocsPerEntry = 512
 
 // ReportChanges reports whether an agent's report u would change the
 // allocation a as stored: its client status, its description, or its
-// health in a deployment. Agents report each allocation pending as they
-// receive it, which the servers already know; the leader leaves such
+// health in a deployment. An agent may report an allocation pending as it
+// receives it, which the servers already know; the leader leaves such
 // reports out of the raft entry, so that no server applies them.
 func ReportChanges(a *droverv1.Allocation, u *droverv1.AllocClientUpdate) bool {
 	if a.GetClientStatus() != u.GetClientStatus() || a.GetClientDescription() != u.GetClientDescription() {

@@ -236,7 +236,10 @@ func unhealthyFraction(job *droverv1.Job) float64 {
 
 // adopt starts tracking an allocation the agent has not seen: a new one
 // starts pending; one the servers already believe runs (an agent that
-// restarted) runs, and is reported again if the servers doubt it.
+// restarted) runs, and is reported again if the servers doubt it. A new
+// one the servers hold as pending, as they place it, needs no report until
+// it starts: reporting pending would only echo what they hold, a call per
+// placement that changes nothing.
 func (s *allocSet) adopt(a *droverv1.Allocation, batch bool, now int64) *simAlloc {
 	local := &simAlloc{batch: batch, fails: Fails(a.GetId(), s.failureRate)}
 	switch a.GetClientStatus() {
@@ -246,6 +249,9 @@ func (s *allocSet) adopt(a *droverv1.Allocation, batch bool, now int64) *simAllo
 	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN:
 		local.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
 		s.runFrom(local, now)
+	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING:
+		local.status, local.reported, local.ackIndex = a.GetClientStatus(), a.GetClientStatus(), a.GetModifyIndex()
+		local.next = now + s.startDelay
 	default:
 		local.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
 		local.next = now + s.startDelay

@@ -73,8 +73,13 @@ func TestAllocSetApply(t *testing.T) {
 		want   map[string]simAlloc
 		change change
 	}{{
-		name:   "a new allocation starts pending and is reported",
+		name:   "a new allocation starts pending, as the servers hold it: nothing to report until it starts",
 		answer: answer(serverAlloc("a", "s", run, pending, 5)),
+		want:   map[string]simAlloc{"a": {status: pending, reported: pending, ackIndex: 5, next: now + startDelay}},
+		change: change{next: now + startDelay},
+	}, {
+		name:   "a new allocation the servers hold in no status starts pending and is reported",
+		answer: answer(serverAlloc("a", "s", run, none, 5)),
 		want:   map[string]simAlloc{"a": {status: pending, next: now + startDelay}},
 		change: change{dirty: true, next: now + startDelay},
 	}, {
