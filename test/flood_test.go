@@ -90,23 +90,16 @@ func watchCluster(ctx context.Context, c *cluster.Cluster, via *cluster.Server, 
 	return w
 }
 
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 func (w *clusterWatch) every(ctx context.Context, interval time.Duration, poll func()) {
-	for ctx.Err() == nil {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
 		poll()
-		sleepCtx(ctx, interval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 
