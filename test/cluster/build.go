@@ -5,7 +5,8 @@
 // Build the binary once from TestMain with Build, then start clusters with
 // New. BuildVersion builds it as another release, and ServerBinary, Binary
 // and Server.SetBinary run servers from such binaries, for clusters that
-// mix releases. Everything a cluster starts (processes, connections, temporary
+// mix releases. BuildCommand builds another command of the module that a
+// test runs beside the servers (the operator flood's client). Everything a cluster starts (processes, connections, temporary
 // directories) is cleaned up when the test ends, whether it passed or not;
 // when it failed, the tail of every server's log is written to the test log.
 //
