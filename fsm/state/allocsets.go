@@ -10,8 +10,9 @@ import (
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
 
-// allocSet is a row of the derived node_allocs or job_allocs table: the
-// allocations on one node or of one job. It replaces a go-memdb secondary
+// allocSet is one node's or one job's derived set: the allocations on the
+// node (an item of the node_set_tree's B-tree, nodesettree.go) or of the
+// job (a row of the job_allocs table). It replaces a go-memdb secondary
 // index over allocations, which would cost one radix-tree entry (about 450
 // bytes) per allocation per index.
 //
@@ -120,9 +121,41 @@ type setChange struct {
 	live     int
 }
 
-// setChanges accumulates a transaction's changes to the sets of one table.
+// setRows is where the sets of one kind are stored.
+type setRows interface {
+	// load returns the stored set of key, nil if there is none.
+	load(tx *txn, key string) *allocSet
+	// store writes row; remove deletes it.
+	store(tx *txn, row *allocSet)
+	remove(tx *txn, row *allocSet)
+}
+
+// tableRows stores sets as the rows of a go-memdb table, each with its own
+// watch: a job's row is what a blocking query on its allocations watches.
+type tableRows string
+
+func (t tableRows) load(tx *txn, key string) *allocSet {
+	_, obj, err := tx.db.FirstWatch(string(t), indexID, key)
+	mustRead(err, string(t), indexID)
+	set, _ := obj.(*allocSet)
+	return set
+}
+
+func (t tableRows) store(tx *txn, row *allocSet) {
+	if err := tx.db.Insert(string(t), row); err != nil {
+		panic("state: write " + string(t) + ": " + err.Error())
+	}
+}
+
+func (t tableRows) remove(tx *txn, row *allocSet) {
+	if err := tx.db.Delete(string(t), row); err != nil {
+		panic("state: delete from " + string(t) + ": " + err.Error())
+	}
+}
+
+// setChanges accumulates a transaction's changes to the sets of one kind.
 type setChanges struct {
-	table string
+	rows setRows
 	// holdsAllocs says whether the rows hold the allocations as well as
 	// their ids.
 	holdsAllocs bool
@@ -135,8 +168,8 @@ type setChanges struct {
 	marks string
 }
 
-func newSetChanges(table string, holdsAllocs bool, ownerExists func(tx *txn, key string) bool) *setChanges {
-	return &setChanges{table: table, holdsAllocs: holdsAllocs, changes: make(map[string]*setChange), ownerExists: ownerExists}
+func newSetChanges(rows setRows, holdsAllocs bool, ownerExists func(tx *txn, key string) bool) *setChanges {
+	return &setChanges{rows: rows, holdsAllocs: holdsAllocs, changes: make(map[string]*setChange), ownerExists: ownerExists}
 }
 
 // withMarks makes the sets keep an allocMark row per set in table.
@@ -151,19 +184,13 @@ func (c *setChanges) peek(tx *txn, key string) []*droverv1.Allocation {
 	if ch, ok := c.changes[key]; ok {
 		return ch.apply(key, tx.index, c.holdsAllocs).resolve(tx.allocs())
 	}
-	_, obj, err := tx.db.FirstWatch(c.table, indexID, key)
-	mustRead(err, c.table, indexID)
-	set, _ := obj.(*allocSet)
-	return set.resolve(tx.allocs())
+	return c.rows.load(tx, key).resolve(tx.allocs())
 }
 
 func (c *setChanges) get(tx *txn, key string) *setChange {
 	ch, ok := c.changes[key]
 	if !ok {
-		_, obj, err := tx.db.FirstWatch(c.table, indexID, key)
-		mustRead(err, c.table, indexID)
-		old, _ := obj.(*allocSet)
-		ch = &setChange{old: old}
+		ch = &setChange{old: c.rows.load(tx, key)}
 		c.changes[key] = ch
 	}
 	return ch
@@ -177,16 +204,12 @@ func (c *setChanges) flush(tx *txn) map[string]*allocSet {
 		row := ch.apply(key, tx.index, c.holdsAllocs)
 		if row.size() == 0 && !c.ownerExists(tx, key) {
 			if ch.old != nil {
-				if err := tx.db.Delete(c.table, ch.old); err != nil {
-					panic("state: delete from " + c.table + ": " + err.Error())
-				}
+				c.rows.remove(tx, ch.old)
 				c.deleteMark(tx, key)
 			}
 			continue
 		}
-		if err := tx.db.Insert(c.table, row); err != nil {
-			panic("state: write " + c.table + ": " + err.Error())
-		}
+		c.rows.store(tx, row)
 		if ch.old == nil || ch.old.index != row.index {
 			c.writeMark(tx, row)
 		}

@@ -191,8 +191,8 @@ func fired(ws memdb.WatchSet) bool {
 
 // TestAgentAllocsWatchIgnoresAgentReports: an agent's GetAllocs waits on
 // AgentAllocs, which must not wake for the agent's own reports (each would
-// cost a pass that finds the index unchanged), while AllocsByNode, which
-// operators' reads use, wakes for every change.
+// cost a pass that finds the index unchanged). Neither does AllocsByNode,
+// whose index reports do not move either, but it wakes for what moves it.
 func TestAgentAllocsWatchIgnoresAgentReports(t *testing.T) {
 	type read func(*Snapshot, string) ([]*droverv1.Allocation, uint64)
 	agent := read((*Snapshot).AgentAllocs)
@@ -217,6 +217,12 @@ func TestAgentAllocsWatchIgnoresAgentReports(t *testing.T) {
 		}, true},
 		{"by node: the agent's report", byNode, func(f *fixture, n *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
 			f.report(n.GetId(), running, a.GetId())
+		}, false},
+		{"by node: a placement on the node", byNode, func(f *fixture, n *droverv1.Node, j *droverv1.Job, _ *droverv1.Allocation) {
+			f.place(mock.Alloc(n, j, 1))
+		}, true},
+		{"by node: the servers stop its allocation", byNode, func(f *fixture, _ *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
+			f.stopAllocs(false, a)
 		}, true},
 	}
 	for _, tt := range tests {

@@ -73,6 +73,9 @@ func versionsOf(snap *Snapshot, jobID string) []uint64 {
 // setRow reads the allocation-set row of a node or job as stored, nil when
 // there is none: the snapshot's reads hide an empty row.
 func setRow(s *StateStore, table, key string) *allocSet {
+	if table == tableNodeSetTree {
+		return s.Snapshot().nodeSet(key)
+	}
 	obj, err := s.db.Load().Txn(false).First(table, indexID, key)
 	if err != nil {
 		return nil
@@ -243,7 +246,7 @@ func TestApplyGCNodes(t *testing.T) {
 			if got := f.s.NodeCount(); got != nodesBefore-btoi(tc.want) {
 				t.Errorf("node count = %d, want %d", got, nodesBefore-btoi(tc.want))
 			}
-			row := setRow(f.s, tableNodeAllocs, n.GetId())
+			row := setRow(f.s, tableNodeSetTree, n.GetId())
 			if (row != nil) != tc.wantRow {
 				t.Errorf("node's allocation-set row = %v, want one: %v", row, tc.wantRow)
 			}
@@ -439,7 +442,7 @@ func TestApplyGCMixedEntry(t *testing.T) {
 	if snap.NodeByID(gone.GetId()) != nil || snap.NodeByID(kept.GetId()) == nil || snap.JobByID(job.GetId()) == nil {
 		t.Errorf("wrong objects deleted")
 	}
-	if setRow(f.s, tableNodeAllocs, gone.GetId()) != nil {
+	if setRow(f.s, tableNodeSetTree, gone.GetId()) != nil {
 		t.Errorf("the deleted node's allocation-set row lingers")
 	}
 }
@@ -484,7 +487,7 @@ func TestApplyGCDropsRowsEmptiedLater(t *testing.T) {
 		if res := f.gc(&droverv1.GCEntry{AllocIds: []string{a.GetId()}}); res.Allocs != 1 {
 			t.Fatalf("second entry: %+v, want the allocation deleted", res)
 		}
-		if row := setRow(f.s, tableNodeAllocs, n.GetId()); row != nil {
+		if row := setRow(f.s, tableNodeSetTree, n.GetId()); row != nil {
 			t.Errorf("the deleted node's emptied allocation-set row lingers: %+v", row)
 		}
 		if allocs, index := f.s.Snapshot().AllocsByNode(n.GetId()); len(allocs) != 0 || index != 1 {

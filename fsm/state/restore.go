@@ -99,6 +99,9 @@ func (r *Restorer) Commit(applied uint64) {
 	if err := r.tx.flushAllocs(); err != nil {
 		panic("state: restore allocations: " + err.Error())
 	}
+	if err := r.tx.flushNodeSetRows(); err != nil {
+		panic("state: restore node allocation sets: " + err.Error())
+	}
 	r.tx.db.Commit()
 	r.s.replace(r.db, applied, r.nodes)
 }

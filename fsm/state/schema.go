@@ -30,14 +30,15 @@ const (
 	TableIndex       = "index"
 
 	// Derived tables, rebuilt from the allocations on restore and never
-	// written to snapshots: the allocation ids of each node and each job.
-	tableNodeAllocs = "node_allocs"
+	// written to snapshots: the allocations of each node and each job.
+	// tableNodeSetTree holds one row: the nodes' sets (nodesettree.go).
+	tableNodeSetTree = "node_set_tree"
 	// tableAllocTree holds one row: the allocations by id (alloctree.go).
 	// TableAllocs names them in the index table and in changes.
 	tableAllocTree = "alloc_tree"
 	tableJobAllocs = "job_allocs"
-	// tableNodeAllocMarks is derived from node_allocs: one row per node,
-	// rewritten only when the node's row's index moves (a server-side
+	// tableNodeAllocMarks is derived from the node sets: one row per node,
+	// rewritten only when the node's set's index moves (a server-side
 	// change or a membership change), so that an agent's GetAllocs can
 	// wait on it without waking for the agent's own reports.
 	tableNodeAllocMarks = "node_alloc_marks"
@@ -79,10 +80,11 @@ type tableIndex struct {
 //
 // Allocations have no memdb index: every memdb index entry costs about 450
 // bytes, more than the allocation itself. By id they are kept in the B-tree
-// of the alloc_tree table (alloctree.go); by node and by job in the derived
-// node_allocs and job_allocs tables, one row per node or job holding its
-// allocations sorted by id (allocsets.go); by evaluation through the
-// evaluation's job.
+// of the alloc_tree table (alloctree.go); by node and by job in derived
+// sets, one per node or job holding its allocations sorted by id
+// (allocsets.go): the nodes' in the B-tree of the node_set_tree table
+// (nodesettree.go), the jobs' as the rows of job_allocs; by evaluation
+// through the evaluation's job.
 func schema() *memdb.DBSchema {
 	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		TableNodes: {
@@ -173,10 +175,10 @@ func schema() *memdb.DBSchema {
 				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*tableIndex]{get: func(t *tableIndex) string { return t.table }}},
 			},
 		},
-		tableNodeAllocs: {
-			Name: tableNodeAllocs,
+		tableNodeSetTree: {
+			Name: tableNodeSetTree,
 			Indexes: map[string]*memdb.IndexSchema{
-				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*allocSet]{get: func(s *allocSet) string { return s.key }}},
+				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*nodeSetTree]{get: func(*nodeSetTree) string { return nodeSetTreeKey }}},
 			},
 		},
 		tableNodeAllocMarks: {

@@ -31,6 +31,8 @@ type Snapshot struct {
 	// says whether ws already watches it.
 	allocs        atomic.Pointer[btree.BTreeG[allocItem]]
 	allocsWatched bool
+	// nodeSets is the tree of node sets, loaded on first use.
+	nodeSets atomic.Pointer[btree.BTreeG[nodeSetItem]]
 }
 
 // Index is the raft index of the last entry applied when the snapshot was
@@ -283,11 +285,10 @@ func (s *Snapshot) AllJobVersions() iter.Seq[*droverv1.Job] {
 // AllocsByNode returns the allocations on a node, terminal ones included,
 // in id order, and the raft index of the last change the servers made to
 // them (a placement, a stop, a server-side update or a removal). Agents'
-// own status reports do not move that index, so a blocking query built on
-// AllocsByNode answers only for server-side changes (a report still wakes
-// it, to find the index unchanged and wait again).
+// own status reports do not move that index, and a blocking query built on
+// AllocsByNode wakes only when it moves.
 func (s *Snapshot) AllocsByNode(nodeID string) ([]*droverv1.Allocation, uint64) {
-	set := first[*allocSet](s, tableNodeAllocs, indexID, nodeID)
+	set := s.nodeSetWatched(nodeID)
 	return s.allocsOf(set), set.lastIndex()
 }
 
@@ -303,21 +304,18 @@ func (s *Snapshot) AllocsByNode(nodeID string) ([]*droverv1.Allocation, uint64) 
 // node's allocations are the same, which lets callers cache what they
 // derive from it.
 func (s *Snapshot) NodeAllocsShared(nodeID string) []*droverv1.Allocation {
-	set := first[*allocSet](s, tableNodeAllocs, indexID, nodeID)
+	set := s.nodeSetWatched(nodeID)
 	if set == nil || len(set.allocs) == 0 {
 		return nil
 	}
 	return set.allocs
 }
 
-// AgentAllocs returns what AllocsByNode does, but a blocking query reading
-// it wakes only when the servers change one of the node's allocations or
-// the set of them: not for the reports of the node's own agent, which would
-// only wake the agent's GetAllocs to find the index unchanged.
+// AgentAllocs returns what AllocsByNode does, for an agent's GetAllocs: a
+// blocking query reading it wakes only when the servers change one of the
+// node's allocations or the set of them, not for the agent's own reports.
 func (s *Snapshot) AgentAllocs(nodeID string) ([]*droverv1.Allocation, uint64) {
-	_, set := unwatched[*allocSet](s, tableNodeAllocs, indexID, nodeID)
-	first[*allocMark](s, tableNodeAllocMarks, indexID, nodeID) // for its watch
-	return s.allocsOf(set), set.lastIndex()
+	return s.AllocsByNode(nodeID)
 }
 
 // AllocsByJob returns the allocations of a job, in id order, and the raft

@@ -27,8 +27,10 @@ type txn struct {
 	nodeSets *setChanges
 	jobSets  *setChanges
 	ipBlocks ipChanges
-	// allocWrites is the transaction's view of the allocation tree.
-	allocWrites allocWrites
+	// allocWrites is the transaction's view of the allocation tree,
+	// nodeSetWrites of the tree of node sets.
+	allocWrites   allocWrites
+	nodeSetWrites nodeSetWrites
 }
 
 func newTxn(db *memdb.MemDB, index uint64) *txn {
@@ -36,8 +38,8 @@ func newTxn(db *memdb.MemDB, index uint64) *txn {
 		db:       db.Txn(true),
 		index:    index,
 		tables:   make(map[string]struct{}),
-		nodeSets: newSetChanges(tableNodeAllocs, true, func(tx *txn, id string) bool { return tx.node(id) != nil }).withMarks(tableNodeAllocMarks),
-		jobSets:  newSetChanges(tableJobAllocs, false, func(tx *txn, id string) bool { return tx.job(id) != nil }),
+		nodeSets: newSetChanges(nodeSetStore{}, true, func(tx *txn, id string) bool { return tx.node(id) != nil }).withMarks(tableNodeAllocMarks),
+		jobSets:  newSetChanges(tableRows(tableJobAllocs), false, func(tx *txn, id string) bool { return tx.job(id) != nil }),
 		ipBlocks: make(ipChanges),
 	}
 }
@@ -110,6 +112,9 @@ func (tx *txn) finish() error {
 		}
 	}
 	tx.nodeSets.flush(tx)
+	if err := tx.flushNodeSetRows(); err != nil {
+		return fmt.Errorf("write node allocation sets: %w", err)
+	}
 	tx.flushIPs()
 	if err := tx.flushAllocs(); err != nil {
 		return fmt.Errorf("write allocations: %w", err)
