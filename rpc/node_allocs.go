@@ -164,7 +164,7 @@ func (s *nodeService) GetAllocs(ctx context.Context, req *droverv1.GetAllocsRequ
 	var rebuiltAt uint64
 	_, err := s.query(ctx, &droverv1.QueryOptions{MinIndex: req.GetMinIndex(), MaxWait: durationpb.New(req.EffectiveMaxWait())},
 		func(snap *state.Snapshot) (uint64, error) {
-			allocs, index := snap.AgentAllocs(req.GetNodeId())
+			allocs, index := snap.AllocsByNode(req.GetNodeId())
 			resp.Allocs, resp.Index, answered = allocs, atLeastOne(index), nil
 			resp.StateIndex, rebuiltAt = snap.Index(), snap.RebuiltAt()
 			if index > req.GetMinIndex() {

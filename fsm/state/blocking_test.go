@@ -189,39 +189,26 @@ func fired(ws memdb.WatchSet) bool {
 	return false
 }
 
-// TestAgentAllocsWatchIgnoresAgentReports: an agent's GetAllocs waits on
-// AgentAllocs, which must not wake for the agent's own reports (each would
-// cost a pass that finds the index unchanged). Neither does AllocsByNode,
-// whose index reports do not move either, but it wakes for what moves it.
-func TestAgentAllocsWatchIgnoresAgentReports(t *testing.T) {
-	type read func(*Snapshot, string) ([]*droverv1.Allocation, uint64)
-	agent := read((*Snapshot).AgentAllocs)
-	byNode := read((*Snapshot).AllocsByNode)
+// TestAllocsByNodeWatchIgnoresAgentReports: an agent's GetAllocs waits on
+// AllocsByNode, which must not wake for the agent's own reports (each would
+// cost a pass that finds the index unchanged, which reports do not move)
+// nor for other nodes, but must for every server-side change to the node.
+func TestAllocsByNodeWatchIgnoresAgentReports(t *testing.T) {
 	tests := []struct {
 		name  string
-		read  read
 		write func(f *fixture, node *droverv1.Node, job *droverv1.Job, placed *droverv1.Allocation)
 		wake  bool
 	}{
-		{"agent: its own report", agent, func(f *fixture, n *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
+		{"its own report", func(f *fixture, n *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
 			f.report(n.GetId(), running, a.GetId())
 		}, false},
-		{"agent: another node's placement", agent, func(f *fixture, _ *droverv1.Node, j *droverv1.Job, _ *droverv1.Allocation) {
+		{"another node's placement", func(f *fixture, _ *droverv1.Node, j *droverv1.Job, _ *droverv1.Allocation) {
 			f.place(mock.Alloc(f.node(), j, 1))
 		}, false},
-		{"agent: a placement on the node", agent, func(f *fixture, n *droverv1.Node, j *droverv1.Job, _ *droverv1.Allocation) {
+		{"a placement on the node", func(f *fixture, n *droverv1.Node, j *droverv1.Job, _ *droverv1.Allocation) {
 			f.place(mock.Alloc(n, j, 1))
 		}, true},
-		{"agent: the servers stop its allocation", agent, func(f *fixture, _ *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
-			f.stopAllocs(false, a)
-		}, true},
-		{"by node: the agent's report", byNode, func(f *fixture, n *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
-			f.report(n.GetId(), running, a.GetId())
-		}, false},
-		{"by node: a placement on the node", byNode, func(f *fixture, n *droverv1.Node, j *droverv1.Job, _ *droverv1.Allocation) {
-			f.place(mock.Alloc(n, j, 1))
-		}, true},
-		{"by node: the servers stop its allocation", byNode, func(f *fixture, _ *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
+		{"the servers stop its allocation", func(f *fixture, _ *droverv1.Node, _ *droverv1.Job, a *droverv1.Allocation) {
 			f.stopAllocs(false, a)
 		}, true},
 	}
@@ -231,7 +218,7 @@ func TestAgentAllocsWatchIgnoresAgentReports(t *testing.T) {
 			n, job := f.node(), f.job(2)
 			placed := f.place(mock.Alloc(n, job, 0))[0]
 			ws := memdb.NewWatchSet()
-			allocs, _ := tt.read(f.s.snapshot(ws), n.GetId())
+			allocs, _ := f.s.snapshot(ws).AllocsByNode(n.GetId())
 			if len(allocs) != 1 {
 				t.Fatalf("read %d allocations, want 1", len(allocs))
 			}

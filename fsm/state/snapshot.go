@@ -311,13 +311,6 @@ func (s *Snapshot) NodeAllocsShared(nodeID string) []*droverv1.Allocation {
 	return set.allocs
 }
 
-// AgentAllocs returns what AllocsByNode does, for an agent's GetAllocs: a
-// blocking query reading it wakes only when the servers change one of the
-// node's allocations or the set of them, not for the agent's own reports.
-func (s *Snapshot) AgentAllocs(nodeID string) ([]*droverv1.Allocation, uint64) {
-	return s.AllocsByNode(nodeID)
-}
-
 // AllocsByJob returns the allocations of a job, in id order, and the raft
 // index of the last change to any of them.
 func (s *Snapshot) AllocsByJob(jobID string) ([]*droverv1.Allocation, uint64) {
