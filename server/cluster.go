@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -55,9 +54,7 @@ func (s *Server) Info() *droverv1.ServerInfoResponse {
 	if err := s.raft.StorageError(); err != nil {
 		info.StorageError = err.Error()
 	}
-	if term, err := strconv.ParseUint(r.Stats()["last_log_term"], 10, 64); err == nil {
-		info.LastTerm = term
-	}
+	info.LastTerm = autopilot.LastTerm(r.Stats())
 	switch last := r.LastContact(); {
 	case r.State() == raft.Leader:
 		info.SetLastContact(0)

@@ -134,14 +134,28 @@ func statsFromInfo(resp *droverv1.ServerInfoResponse) raftautopilot.ServerStats 
 	return st
 }
 
+// LastTerm is the term of a server's last entry, read from raft.Stats: the
+// newest log entry's, or the snapshot's when the snapshot is newer than the
+// log. A server that has installed a snapshot from the leader and received
+// no entry since has an empty log, and raft then reports last_log_term 0;
+// taken as is, that server would never match the leader's term, never be
+// healthy, and a rebuilt server in a quiet cluster would never be promoted.
+func LastTerm(stats map[string]string) uint64 {
+	num := func(key string) uint64 {
+		v, _ := strconv.ParseUint(stats[key], 10, 64)
+		return v
+	}
+	if num("last_snapshot_index") > num("last_log_index") {
+		return num("last_snapshot_term")
+	}
+	return num("last_log_term")
+}
+
 // localStats reads the leader's own stats from raft.Stats and LastIndex
 // instead of an RPC to itself. LastIndex (which accounts for snapshots) is the
 // same value the library compares every server against.
 func localStats(stats map[string]string, lastIndex uint64) raftautopilot.ServerStats {
-	st := raftautopilot.ServerStats{LastIndex: lastIndex, LastContact: noContact}
-	if term, err := strconv.ParseUint(stats["last_log_term"], 10, 64); err == nil {
-		st.LastTerm = term
-	}
+	st := raftautopilot.ServerStats{LastIndex: lastIndex, LastTerm: LastTerm(stats), LastContact: noContact}
 	// raft reports "0" on the leader, "never" before any contact, else a
 	// time.Duration string.
 	if d, err := time.ParseDuration(stats["last_contact"]); err == nil {

@@ -124,6 +124,30 @@ func TestStatsFromInfo(t *testing.T) {
 	}
 }
 
+// TestLastTerm covers a server whose log is empty behind a snapshot, as
+// one that has just installed the leader's snapshot: its last entry is the
+// snapshot's, not term 0.
+func TestLastTerm(t *testing.T) {
+	tests := []struct {
+		name  string
+		stats map[string]string
+		want  uint64
+	}{
+		{"log newer than snapshot", map[string]string{"last_log_index": "300", "last_log_term": "4", "last_snapshot_index": "252", "last_snapshot_term": "2"}, 4},
+		{"log ends at the snapshot", map[string]string{"last_log_index": "252", "last_log_term": "2", "last_snapshot_index": "252", "last_snapshot_term": "2"}, 2},
+		{"empty log behind an installed snapshot", map[string]string{"last_log_index": "0", "last_log_term": "0", "last_snapshot_index": "252", "last_snapshot_term": "2"}, 2},
+		{"fresh server", map[string]string{"last_log_index": "0", "last_log_term": "0", "last_snapshot_index": "0", "last_snapshot_term": "0"}, 0},
+		{"missing keys", map[string]string{}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := LastTerm(tt.stats); got != tt.want {
+				t.Errorf("LastTerm = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestLocalStats(t *testing.T) {
 	tests := []struct {
 		name  string
