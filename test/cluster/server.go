@@ -190,15 +190,7 @@ func (s *Server) StopWith(sig syscall.Signal) {
 	select {
 	case <-done:
 	case <-time.After(StopTimeout):
-		// SIGQUIT makes the Go runtime write every goroutine's stack into
-		// the log, which shows where the shutdown hangs.
-		_ = cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-done:
-		case <-time.After(killTimeout):
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-		}
+		quitForStacks(cmd, done)
 		t.Fatalf("%s did not exit within %s of %s; sent SIGQUIT for a stack dump (in %s)\n%s", s, StopTimeout, sig, s.logFile, s.tail(logTailLines))
 	}
 	s.mu.Lock()
@@ -208,6 +200,20 @@ func (s *Server) StopWith(sig syscall.Signal) {
 		t.Fatalf("%s exited uncleanly after %s: %v\n%s", s, sig, err, s.tail(logTailLines))
 	}
 	t.Logf("cluster: stopped %s with %s", s, sig)
+}
+
+// quitForStacks ends a process that did not exit when it should have with
+// SIGQUIT, which makes the Go runtime write every goroutine's stack into
+// the log and so shows where it hangs; SIGKILL if even that does not end
+// it. done is closed when the process has exited.
+func quitForStacks(cmd *exec.Cmd, done <-chan struct{}) {
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(killTimeout):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
 }
 
 // Signal sends sig to the running process, e.g. SIGHUP to make it reload
@@ -420,8 +426,12 @@ func (s *Server) RunToExit(timeout time.Duration) error {
 	select {
 	case <-done:
 	case <-time.After(timeout):
-		s.Kill()
-		t.Fatalf("%s did not exit within %s\n%s", s, timeout, s.tail(logTailLines))
+		s.mu.Lock()
+		s.expected = true
+		cmd := s.cmd
+		s.mu.Unlock()
+		quitForStacks(cmd, done)
+		t.Fatalf("%s did not exit within %s; sent SIGQUIT for a stack dump (in %s)\n%s", s, timeout, s.logFile, s.tail(logTailLines))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
