@@ -89,22 +89,41 @@ func (s *Server) Apply(ctx context.Context, msgType droverv1.MessageType, entry 
 // still queued when it stops (hashicorp/raft issue 498), and a leader duty
 // waiting on one would hold up the shutdown for ever (the deployer did, in
 // a clean-clone CI run).
-func (s *Server) waitCommitted(future raft.ApplyFuture) error {
+func (s *Server) waitCommitted(future raft.Future) error {
+	return awaitCommit(answerOf(future), s.shutdownCh, s.raft.StorageFull, s.raft.StorageError, s.id)
+}
+
+// waitAnswered waits for raft's answer to future until the server shuts
+// down, however long that takes otherwise: for a new leader's barrier,
+// which must wait out a full data dir rather than give up leading.
+func (s *Server) waitAnswered(future raft.Future) error {
+	return awaitCommit(answerOf(future), s.shutdownCh, nil, nil, s.id)
+}
+
+// answerOf delivers future's answer on a channel, so that a wait for it
+// can end on other events. The goroutine ends when raft answers, which it
+// may never do once it has shut down.
+func answerOf(future raft.Future) <-chan error {
 	answered := make(chan error, 1)
 	go func() { answered <- future.Error() }()
-	return awaitCommit(answered, s.shutdownCh, s.raft.StorageFull, s.raft.StorageError, s.id)
+	return answered
 }
 
 // awaitCommit is waitCommitted's wait: for raft's answer, until shutdown
 // closes, or until full signals and fullErr still names a full data dir.
+// A nil full waits through a full data dir.
 func awaitCommit(answered <-chan error, shutdown <-chan struct{}, full func() <-chan struct{}, fullErr func() error, id string) error {
 	for {
+		var fullCh <-chan struct{}
+		if full != nil {
+			fullCh = full()
+		}
 		select {
 		case err := <-answered:
 			return err
 		case <-shutdown:
 			return fmt.Errorf("%w: %w: server %s is shutting down; the write may still be applied", rpc.ErrUnavailable, errStoppedWaiting, id)
-		case <-full():
+		case <-fullCh:
 			// Space may have been freed since; then wait on.
 			if err := fullErr(); err != nil {
 				return fmt.Errorf("%w: %w: server %s: %w; it may still be applied once space is freed",

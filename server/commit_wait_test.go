@@ -21,6 +21,7 @@ func TestAwaitCommit(t *testing.T) {
 		shutdown bool
 		full     error // what fullErr reports once full has signalled
 		signal   bool  // full has signalled
+		fullless bool  // no full watch, as for a new leader's barrier
 		want     error
 	}{
 		{name: "committed", answered: true, want: nil},
@@ -28,6 +29,8 @@ func TestAwaitCommit(t *testing.T) {
 		{name: "shutting down", shutdown: true, want: errStoppedWaiting},
 		{name: "data dir full", signal: true, full: errFull, want: errStoppedWaiting},
 		{name: "space freed again, then committed", signal: true, answered: true, want: nil},
+		{name: "barrier: committed", fullless: true, answered: true, want: nil},
+		{name: "barrier: shutting down", fullless: true, shutdown: true, want: errStoppedWaiting},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,7 +54,11 @@ func TestAwaitCommit(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				done <- awaitCommit(answered, shutdown, func() <-chan struct{} { return fullCh }, fullErr, "s1")
+				full := func() <-chan struct{} { return fullCh }
+				if tt.fullless {
+					full, fullErr = nil, nil
+				}
+				done <- awaitCommit(answered, shutdown, full, fullErr, "s1")
 			}()
 			var err error
 			select {

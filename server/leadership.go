@@ -166,8 +166,13 @@ func (s *Server) monitorLeadership(observations <-chan raft.Observation) {
 // committed before it took over, then starts the leader duties. Only then
 // does it answer for the cluster. If a duty cannot start, the server gives
 // leadership away rather than lead without it.
+//
+// The barrier's wait ends at shutdown: raft may shut down without ever
+// answering it (an FSM that halts makes the server shut down while it
+// establishes leadership), and this goroutine must then return for the
+// shutdown to finish.
 func (s *Server) establishLeadership() {
-	if err := s.raft.Raft().Barrier(barrierTimeout).Error(); err != nil {
+	if err := s.waitAnswered(s.raft.Raft().Barrier(barrierTimeout)); err != nil {
 		s.logger.Error("new leader could not catch up with the log; not serving", "err", err)
 		return
 	}
