@@ -89,10 +89,8 @@ func getAlloc(tree *btree.BTreeG[allocItem], id string) *droverv1.Allocation {
 	return it.alloc
 }
 
-// allocTree is the row of tableAllocTree.
-type allocTree struct {
-	tree *btree.BTreeG[allocItem]
-}
+// allocTreeStore is where the tree is kept.
+var allocTreeStore = storedTree[allocItem]{table: tableAllocTree, key: allocTreeKey, empty: newAllocTree}
 
 func newAllocTree() *btree.BTreeG[allocItem] {
 	return btree.NewG(allocTreeDegree, allocItemLess)
@@ -106,37 +104,16 @@ type allocChange struct {
 
 // allocWrites is a transaction's view of the allocation tree.
 type allocWrites struct {
-	// read is the stored tree, loaded on first use.
-	read *btree.BTreeG[allocItem]
-	// write is the transaction's clone, made on its first write.
-	write *btree.BTreeG[allocItem]
+	tree treeWrites[allocItem]
 	// track records changes for Change events; restores do not.
 	track   bool
 	changes []allocChange
 	at      map[string]int // alloc id → position in changes
 }
 
-// allocTreeOf returns the stored tree of a database transaction, or an
-// empty one.
-func allocTreeOf(row any) *btree.BTreeG[allocItem] {
-	if t, ok := row.(*allocTree); ok && t != nil {
-		return t.tree
-	}
-	return newAllocTree()
-}
-
 // allocs returns the tree as the transaction leaves it so far.
 func (tx *txn) allocs() *btree.BTreeG[allocItem] {
-	w := &tx.allocWrites
-	if w.write != nil {
-		return w.write
-	}
-	if w.read == nil {
-		row, err := tx.db.First(tableAllocTree, indexID, allocTreeKey)
-		mustRead(err, tableAllocTree, indexID)
-		w.read = allocTreeOf(row)
-	}
-	return w.read
+	return tx.allocWrites.tree.current(tx.db, allocTreeStore)
 }
 
 // alloc returns the allocation as the transaction leaves it so far, or nil.
@@ -146,11 +123,7 @@ func (tx *txn) alloc(id string) *droverv1.Allocation {
 
 // writable returns the transaction's own clone of the tree.
 func (tx *txn) writable() *btree.BTreeG[allocItem] {
-	w := &tx.allocWrites
-	if w.write == nil {
-		w.write = tx.allocs().Clone()
-	}
-	return w.write
+	return tx.allocWrites.tree.writable(tx.db, allocTreeStore)
 }
 
 // putAlloc stores after, the new version of before (nil for a new
@@ -198,10 +171,7 @@ func (tx *txn) recordAlloc(id string, before, after *droverv1.Allocation) {
 
 // flushAllocs stores the transaction's tree, if it wrote one.
 func (tx *txn) flushAllocs() error {
-	if tx.allocWrites.write == nil {
-		return nil
-	}
-	return tx.db.Insert(tableAllocTree, &allocTree{tree: tx.allocWrites.write})
+	return tx.allocWrites.tree.flush(tx.db, allocTreeStore)
 }
 
 // allocChanges lists the transaction's allocation changes in the order of
@@ -235,14 +205,7 @@ func (s *Snapshot) allocTree() *btree.BTreeG[allocItem] {
 // storedAllocTree returns the snapshot's tree without watching it, for
 // readers whose watch on another row already covers what they read.
 func (s *Snapshot) storedAllocTree() *btree.BTreeG[allocItem] {
-	if t := s.allocs.Load(); t != nil {
-		return t
-	}
-	row, err := s.txn.First(tableAllocTree, indexID, allocTreeKey)
-	mustRead(err, tableAllocTree, indexID)
-	t := allocTreeOf(row)
-	s.allocs.Store(t)
-	return t
+	return allocTreeStore.loadOnce(&s.allocs, s.txn)
 }
 
 // AllocByID returns the allocation, or nil.

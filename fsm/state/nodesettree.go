@@ -15,8 +15,7 @@ import (
 // node's allocations watches its row of node_alloc_marks, which moves only
 // with the set's index. In c1m that insert was 5-7% of each server's CPU.
 //
-// A transaction's first write clones the stored tree (constant time), and
-// finish stores the clone; readers never see a tree still being written.
+// How the tree is stored and written is storedtree.go's.
 
 // nodeSetTreeDegree gives nodes of 15 to 31 sets, as for the allocations.
 const nodeSetTreeDegree = 16
@@ -32,72 +31,30 @@ type nodeSetItem struct {
 
 func nodeSetItemLess(a, b nodeSetItem) bool { return a.key < b.key }
 
-// nodeSetTree is the row of tableNodeSetTree.
-type nodeSetTree struct {
-	tree *btree.BTreeG[nodeSetItem]
-}
-
-// nodeSetTreeOf returns the stored tree of a database row, or an empty one.
-func nodeSetTreeOf(row any) *btree.BTreeG[nodeSetItem] {
-	if t, ok := row.(*nodeSetTree); ok && t != nil {
-		return t.tree
-	}
+// nodeSetTreeStore is where the tree is kept.
+var nodeSetTreeStore = storedTree[nodeSetItem]{table: tableNodeSetTree, key: nodeSetTreeKey, empty: func() *btree.BTreeG[nodeSetItem] {
 	return btree.NewG(nodeSetTreeDegree, nodeSetItemLess)
-}
-
-// nodeSetWrites is a transaction's view of the node set tree: the stored
-// tree, loaded on first use, and the transaction's clone, made on its first
-// write.
-type nodeSetWrites struct {
-	read, write *btree.BTreeG[nodeSetItem]
-}
-
-// nodeSetRows returns the tree as the transaction leaves it so far.
-func (tx *txn) nodeSetRows() *btree.BTreeG[nodeSetItem] {
-	w := &tx.nodeSetWrites
-	if w.write != nil {
-		return w.write
-	}
-	if w.read == nil {
-		row, err := tx.db.First(tableNodeSetTree, indexID, nodeSetTreeKey)
-		mustRead(err, tableNodeSetTree, indexID)
-		w.read = nodeSetTreeOf(row)
-	}
-	return w.read
-}
-
-// writableNodeSetRows returns the transaction's own clone of the tree.
-func (tx *txn) writableNodeSetRows() *btree.BTreeG[nodeSetItem] {
-	w := &tx.nodeSetWrites
-	if w.write == nil {
-		w.write = tx.nodeSetRows().Clone()
-	}
-	return w.write
-}
+}}
 
 // flushNodeSetRows stores the transaction's tree, if it wrote one.
 func (tx *txn) flushNodeSetRows() error {
-	w := &tx.nodeSetWrites
-	if w.write == nil {
-		return nil
-	}
-	return tx.db.Insert(tableNodeSetTree, &nodeSetTree{tree: w.write})
+	return tx.nodeSetWrites.flush(tx.db, nodeSetTreeStore)
 }
 
 // nodeSetStore keeps node sets in the transaction's tree.
 type nodeSetStore struct{}
 
 func (nodeSetStore) load(tx *txn, key string) *allocSet {
-	it, _ := tx.nodeSetRows().Get(nodeSetItem{key: key})
+	it, _ := tx.nodeSetWrites.current(tx.db, nodeSetTreeStore).Get(nodeSetItem{key: key})
 	return it.set
 }
 
 func (nodeSetStore) store(tx *txn, row *allocSet) {
-	tx.writableNodeSetRows().ReplaceOrInsert(nodeSetItem{key: row.key, set: row})
+	tx.nodeSetWrites.writable(tx.db, nodeSetTreeStore).ReplaceOrInsert(nodeSetItem{key: row.key, set: row})
 }
 
 func (nodeSetStore) remove(tx *txn, row *allocSet) {
-	tx.writableNodeSetRows().Delete(nodeSetItem{key: row.key})
+	tx.nodeSetWrites.writable(tx.db, nodeSetTreeStore).Delete(nodeSetItem{key: row.key})
 }
 
 // nodeSet returns a node's stored set, nil if it has none. Blocking
@@ -120,12 +77,5 @@ func (s *Snapshot) nodeSetWatched(nodeID string) *allocSet {
 // storedNodeSets returns the snapshot's node set tree, loaded on first use
 // (atomically, as the allocation tree: see Snapshot).
 func (s *Snapshot) storedNodeSets() *btree.BTreeG[nodeSetItem] {
-	if t := s.nodeSets.Load(); t != nil {
-		return t
-	}
-	row, err := s.txn.First(tableNodeSetTree, indexID, nodeSetTreeKey)
-	mustRead(err, tableNodeSetTree, indexID)
-	t := nodeSetTreeOf(row)
-	s.nodeSets.Store(t)
-	return t
+	return nodeSetTreeStore.loadOnce(&s.nodeSets, s.txn)
 }

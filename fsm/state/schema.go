@@ -114,7 +114,7 @@ func schema() *memdb.DBSchema {
 		tableAllocTree: {
 			Name: tableAllocTree,
 			Indexes: map[string]*memdb.IndexSchema{
-				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*allocTree]{get: func(*allocTree) string { return allocTreeKey }}},
+				indexID: {Name: indexID, Unique: true, Indexer: allocTreeStore.indexer()},
 			},
 		},
 		TableEvals: {
@@ -178,7 +178,7 @@ func schema() *memdb.DBSchema {
 		tableNodeSetTree: {
 			Name: tableNodeSetTree,
 			Indexes: map[string]*memdb.IndexSchema{
-				indexID: {Name: indexID, Unique: true, Indexer: stringIndex[*nodeSetTree]{get: func(*nodeSetTree) string { return nodeSetTreeKey }}},
+				indexID: {Name: indexID, Unique: true, Indexer: nodeSetTreeStore.indexer()},
 			},
 		},
 		tableNodeAllocMarks: {

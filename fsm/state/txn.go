@@ -30,7 +30,7 @@ type txn struct {
 	// allocWrites is the transaction's view of the allocation tree,
 	// nodeSetWrites of the tree of node sets.
 	allocWrites   allocWrites
-	nodeSetWrites nodeSetWrites
+	nodeSetWrites treeWrites[nodeSetItem]
 }
 
 func newTxn(db *memdb.MemDB, index uint64) *txn {
