@@ -53,13 +53,11 @@ func TestAwaitCommit(t *testing.T) {
 				close(shutdown)
 			}
 			done := make(chan error, 1)
-			go func() {
-				full := func() <-chan struct{} { return fullCh }
-				if tt.fullless {
-					full, fullErr = nil, nil
-				}
-				done <- awaitCommit(answered, shutdown, full, fullErr, "s1")
-			}()
+			full := func() <-chan struct{} { return fullCh }
+			if tt.fullless {
+				full, fullErr = nil, nil
+			}
+			go func() { done <- awaitCommit(answered, shutdown, full, fullErr, "s1") }()
 			var err error
 			select {
 			case err = <-done:
