@@ -229,3 +229,42 @@ func TestAllocsByNodeWatchIgnoresAgentReports(t *testing.T) {
 		})
 	}
 }
+
+// TestAllocsByNodeWatchWithoutASet: a node that never held an allocation
+// has no set, so its query watches the place of the set's mark and wakes
+// for the first placement; a query on a set the GC then removes wakes when
+// it goes, though no later set replaces it.
+func TestAllocsByNodeWatchWithoutASet(t *testing.T) {
+	f := newFixture(t)
+	n := f.node()
+	f.setStatus(n.GetId(), ready)
+	job := f.job(1)
+	watch := func() memdb.WatchSet {
+		ws := memdb.NewWatchSet()
+		f.s.snapshot(ws).AllocsByNode(n.GetId())
+		return ws
+	}
+
+	ws := watch()
+	a := f.place(mock.Alloc(n, job, 0))[0]
+	if !fired(ws) {
+		t.Error("the first placement on the node did not wake its watch")
+	}
+
+	f.stopAllocs(false, a)
+	f.setStatus(n.GetId(), down)
+	if res := f.gc(&droverv1.GCEntry{NodeIds: []string{n.GetId()}}); res.Nodes != 1 {
+		t.Fatalf("GC of the node: %+v, want it deleted", res)
+	}
+	f.stopAllocs(true, a) // as the scheduler records it lost
+	ws = watch()
+	if res := f.gc(&droverv1.GCEntry{AllocIds: []string{a.GetId()}}); res.Allocs != 1 {
+		t.Fatalf("GC of the allocation: %+v, want it deleted", res)
+	}
+	if row := setRow(f.s, tableNodeSetTree, n.GetId()); row != nil {
+		t.Fatalf("the deleted node's set lingers: %+v", row)
+	}
+	if !fired(ws) {
+		t.Error("removing the node's set did not wake its watch")
+	}
+}

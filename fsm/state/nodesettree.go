@@ -12,8 +12,9 @@ import (
 // a go-memdb table each such write copied a radix-tree path, made a watch
 // channel for every node it copied and recorded it in the transaction's
 // cache of written nodes, for rows nothing watched: a blocking query on a
-// node's allocations watches its row of node_alloc_marks, which moves only
-// with the set's index. In c1m that insert was 5-7% of each server's CPU.
+// node's allocations watches the set's own channel (allocSet.moved), which
+// closes only when the set's index moves. In c1m that insert was 5-7% of
+// each server's CPU.
 //
 // How the tree is stored and written is storedtree.go's.
 
@@ -58,20 +59,27 @@ func (nodeSetStore) remove(tx *txn, row *allocSet) {
 }
 
 // nodeSet returns a node's stored set, nil if it has none. Blocking
-// queries watch the node's mark for it (nodeSetWatched).
+// queries watch it (nodeSetWatched).
 func (s *Snapshot) nodeSet(nodeID string) *allocSet {
 	it, _ := s.storedNodeSets().Get(nodeSetItem{key: nodeID})
 	return it.set
 }
 
 // nodeSetWatched returns a node's stored set and, in a blocking query,
-// watches the node's mark, which moves with the set's index. Outside one
-// (the schedulers read every node's set in every pass) it reads no mark.
+// watches the set's moved channel, closed when its index moves, or for a
+// node without a set the place of its mark, written when it gets one.
+// Outside a blocking query (the schedulers read every node's set in every
+// pass) it watches nothing.
 func (s *Snapshot) nodeSetWatched(nodeID string) *allocSet {
-	if s.ws != nil {
+	set := s.nodeSet(nodeID)
+	switch {
+	case s.ws == nil:
+	case set != nil && set.moved != nil:
+		s.ws.Add(set.moved)
+	default:
 		first[*allocMark](s, tableNodeAllocMarks, indexID, nodeID) // for its watch
 	}
-	return s.nodeSet(nodeID)
+	return set
 }
 
 // storedNodeSets returns the snapshot's node set tree, loaded on first use

@@ -37,10 +37,12 @@ const (
 	// TableAllocs names them in the index table and in changes.
 	tableAllocTree = "alloc_tree"
 	tableJobAllocs = "job_allocs"
-	// tableNodeAllocMarks is derived from the node sets: one row per node,
-	// rewritten only when the node's set's index moves (a server-side
-	// change or a membership change), so that an agent's GetAllocs can
-	// wait on it without waking for the agent's own reports.
+	// tableNodeAllocMarks is derived from the node sets: one row per node
+	// that has a set, written when the set is created, so that an agent's
+	// GetAllocs on a node without allocations can wait for its first.
+	// Once the set exists, GetAllocs waits on the set's own channel, which
+	// closes only when the set's index moves (a server-side change or a
+	// membership change), never for the agent's own reports.
 	tableNodeAllocMarks = "node_alloc_marks"
 	// tableIPBlocks is one row per block of 256 allocation addresses: which
 	// are held (derived, rebuilt from the allocations) and when the free
