@@ -4,6 +4,7 @@ package mock
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -64,11 +65,11 @@ func Eval(job *droverv1.Job, trigger droverv1.EvalTrigger) *droverv1.Evaluation 
 }
 
 // Alloc returns a new allocation of the job's first group on the node, with
-// index i in its name.
+// index i in its name and an id made as the schedulers make them.
 func Alloc(node *droverv1.Node, job *droverv1.Job, i int) *droverv1.Allocation {
 	tg := job.GetTaskGroups()[0]
 	return &droverv1.Allocation{
-		Id:         ID(),
+		Id:         droverv1.NewAllocationID(time.Now()),
 		EvalId:     ID(),
 		Name:       fmt.Sprintf("%s.%s[%d]", job.GetId(), tg.GetName(), i),
 		NodeId:     node.GetId(),
