@@ -272,7 +272,7 @@ func fitsOnceGone(ec *evalContext, st *stack, p placement) bool {
 // newAlloc builds the allocation for a placement on the chosen node.
 func newAlloc(ec *evalContext, job *droverv1.Job, eval *droverv1.Evaluation, p placement, rn *rankedNode) *droverv1.Allocation {
 	a := &droverv1.Allocation{
-		Id:            droverv1.NewAllocationID(time.Now()),
+		Id:            droverv1.NewAllocationID(time.Unix(0, ec.now())),
 		EvalId:        eval.GetId(),
 		Name:          p.name,
 		NodeId:        rn.node.GetId(),
