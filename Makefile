@@ -163,7 +163,7 @@ bench: ## The benchmarks of docs/benchmarks.md (5 runs each) into bench.out, the
 pgo: ## Collect cmd/drover/default.pgo again: CPU profiles of 3 local servers running the c1m benchmark
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(GO) build -o "$$tmp/drover" ./cmd/drover; \
-	sh cmd/drover/pgo-profile.sh "$$tmp/drover" "$$tmp/default.pgo"; \
+	GO='$(GO)' sh cmd/drover/pgo-profile.sh "$$tmp/drover" "$$tmp/default.pgo"; \
 	mv "$$tmp/default.pgo" cmd/drover/default.pgo; \
 	echo 'pgo: cmd/drover/default.pgo updated; measure before and after (docs/benchmarks.md) and commit it.'
 

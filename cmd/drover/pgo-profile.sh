@@ -6,7 +6,8 @@
 # (5,000 simulated nodes, 100 jobs of 1,000 allocations); 8 s after it
 # starts, each server's CPU is profiled for 15 s, and the three profiles
 # are merged into OUT. `make pgo` runs it; see docs/benchmarks.md.
-# PGO_PORT (default 47100) is the first of the nine loopback ports used.
+# PGO_PORT (default 47100) is the first of the nine loopback ports used;
+# GO (default go) is the Go command that merges the profiles.
 set -eu
 bin=$1
 out=$2
@@ -64,6 +65,6 @@ if ! wait $bench; then
 	cat "$dir/bench.err" >&2
 	exit 1
 fi
-go tool pprof -proto "$dir/s1.prof" "$dir/s2.prof" "$dir/s3.prof" >"$out"
+"${GO:-go}" tool pprof -proto "$dir/s1.prof" "$dir/s2.prof" "$dir/s3.prof" >"$out"
 echo "pgo-profile: wrote $out from the c1m run:"
 cat "$dir/bench.out"
