@@ -35,7 +35,7 @@ BREAKING_BRANCH ?= main
 # The long fault sweep of `make chaos`: flags of test/chaos (see docs/reliability.md).
 CHAOS_ARGS ?= -chaos.rounds=5 -chaos.hold=15s -chaos.calm=5s -chaos.seeds=2
 
-.PHONY: help build run install release test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench bench-ui pgo tidy clean ui-vendor ui-screenshots chromium
+.PHONY: help build run install release test fmt-check vet go-test chaos-sweep chaos fuzz proto proto-check lint bench bench-ui tidy clean ui-vendor ui-screenshots chromium
 
 help: ## Show this help
 	@echo 'Usage: make <target> [VAR=value]'
@@ -155,17 +155,6 @@ bench: ## The benchmarks of docs/benchmarks.md (5 runs each) into bench.out, the
 	$(BENCHSTAT) bench.out
 	@echo
 	@echo 'bench: raw results are in bench.out; record the numbers (and the machine) in docs/benchmarks.md.'
-
-# Profile-guided optimisation: `go build` of ./cmd/drover compiles with
-# cmd/drover/default.pgo, a CPU profile of three servers running c1m.
-# `make pgo` collects it again (about a minute, loopback ports from
-# PGO_PORT=47100); refresh it after large changes to the hot paths.
-pgo: ## Collect cmd/drover/default.pgo again: CPU profiles of 3 local servers running the c1m benchmark
-	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(GO) build -o "$$tmp/drover" ./cmd/drover; \
-	GO='$(GO)' sh cmd/drover/pgo-profile.sh "$$tmp/drover" "$$tmp/default.pgo"; \
-	mv "$$tmp/default.pgo" cmd/drover/default.pgo; \
-	echo 'pgo: cmd/drover/default.pgo updated; measure before and after (docs/benchmarks.md) and commit it.'
 
 # The web UI's topology view with 5,000 simulated nodes (docs/benchmarks.md):
 # TestUITopology loads the page UI_RUNS times and logs each first render,
