@@ -63,6 +63,14 @@ type allocSet struct {
 
 	mu sync.Mutex
 	m  map[string]*simAlloc
+	// live holds the allocations of m that may call for something: a
+	// report, a move at a time to come, a health to decide, or collection
+	// once finished. The others are settled (see quiet): they run as they
+	// are until an answer or a resync changes them, so that the walks of
+	// apply, advance and reports cost what changes, not what a node holds.
+	// settled counts those by status.
+	live    map[string]*simAlloc
+	settled [numClientStatuses]int
 	// jobs are the job versions the answers carried that its allocations
 	// still run; the servers leave out of an answer those the agent holds.
 	jobs map[jobVersionKey]*droverv1.Job
@@ -70,14 +78,25 @@ type allocSet struct {
 	// answer, each with the job version it runs, and knownIndex that
 	// answer's state_index. The next GetAllocs names the index and how
 	// many allocations it held, so that the servers send only those
-	// written after it.
+	// written after it. runs counts the allocations of seen per job
+	// version.
 	seen       map[string]jobVersionKey
+	runs       map[jobVersionKey]int
 	knownIndex uint64
+	// statuses counts the allocations of m by status as of the last change
+	// to m (see tallyLocked), so that counting a fleet's allocations costs
+	// a read per agent instead of a walk of every allocation.
+	statuses [numClientStatuses]int
 }
+
+// numClientStatuses bounds the droverv1.AllocClientStatus values an
+// allocSet counts; a status beyond it is counted as unspecified.
+const numClientStatuses = int(droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNKNOWN) + 1
 
 func newAllocSet(startDelay, batchRun int64, failureRate float64, healthDelay int64) *allocSet {
 	return &allocSet{startDelay: startDelay, batchRun: batchRun, failureRate: failureRate, healthDelay: healthDelay,
-		m: make(map[string]*simAlloc), jobs: make(map[jobVersionKey]*droverv1.Job), seen: make(map[string]jobVersionKey)}
+		m: make(map[string]*simAlloc), live: make(map[string]*simAlloc),
+		jobs: make(map[jobVersionKey]*droverv1.Job), seen: make(map[string]jobVersionKey), runs: make(map[jobVersionKey]int)}
 }
 
 // known returns the state_index of the last answer and how many
@@ -104,8 +123,12 @@ type change struct {
 func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Job versions that may have lost their last allocation here.
+	var unused []jobVersionKey
 	for _, j := range resp.GetJobs() {
-		s.jobs[jobVersionKey{j.GetId(), j.GetVersion()}] = j
+		k := jobVersionKey{j.GetId(), j.GetVersion()}
+		s.jobs[k] = j
+		unused = append(unused, k)
 	}
 	if !resp.GetSinceKnownIndex() {
 		seen := make(map[string]jobVersionKey, len(resp.GetAllocs())+len(resp.GetUnchangedAllocIds()))
@@ -115,26 +138,35 @@ func (s *allocSet) apply(resp *droverv1.GetAllocsResponse, now int64) change {
 			}
 		}
 		s.seen = seen
+		clear(s.runs)
+		for _, k := range seen {
+			s.runs[k]++
+		}
+		for k := range s.jobs {
+			unused = append(unused, k)
+		}
 	}
 	for _, a := range resp.GetAllocs() {
 		k := jobVersionKey{a.GetJobId(), a.GetJobVersion()}
+		if old, ok := s.seen[a.GetId()]; ok {
+			s.runs[old]--
+			unused = append(unused, old)
+		}
 		s.seen[a.GetId()] = k
+		s.runs[k]++
 		s.merge(a, s.jobs[k], now)
 	}
 	s.knownIndex = resp.GetStateIndex()
-	running := make(map[jobVersionKey]bool, len(s.jobs))
-	for _, k := range s.seen {
-		running[k] = true
-	}
-	for k := range s.jobs {
-		if !running[k] {
+	for _, k := range unused {
+		if s.runs[k] <= 0 {
+			delete(s.runs, k)
 			delete(s.jobs, k)
 		}
 	}
-	for id, a := range s.m {
+	for id, a := range s.live {
 		// Collected by the servers after this agent's final report.
 		if _, present := s.seen[id]; !present && a.status.IsClientTerminal() && !a.dirty() {
-			delete(s.m, id)
+			s.dropLocked(id)
 		}
 	}
 	return s.changeLocked(now)
@@ -151,21 +183,25 @@ func (s *allocSet) merge(a *droverv1.Allocation, job *droverv1.Job, now int64) {
 	batch := job.GetType() == droverv1.JobType_JOB_TYPE_BATCH
 	id := a.GetId()
 	local := s.m[id]
-	if local != nil && !a.ServerTerminal() {
-		s.followDeployment(local, a, job, now)
+	if local != nil {
+		s.unsettleLocked(id, local)
+		defer s.settleLocked(id, local)
+		if !a.ServerTerminal() {
+			s.followDeployment(local, a, job, now)
+		}
 	}
 	switch {
 	case a.ClientTerminal():
 		// Finished by this agent's report, or lost while the node was
 		// away (the servers replaced it; the agent stops it).
-		delete(s.m, id)
+		s.dropLocked(id)
 	case local == nil && a.ServerTerminal():
 		// Stopped before this agent started it.
-		s.m[id] = &simAlloc{status: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, batch: batch}
+		s.addLocked(id, &simAlloc{status: droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, batch: batch})
 	case local == nil:
 		local = s.adopt(a, batch, now)
 		s.followDeployment(local, a, job, now)
-		s.m[id] = local
+		s.addLocked(id, local)
 	case a.ServerTerminal():
 		if !local.status.IsClientTerminal() {
 			local.status, local.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, 0
@@ -292,31 +328,37 @@ func (a *simAlloc) decideHealth(now int64) {
 func (s *allocSet) advance(now int64) change {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, a := range s.m {
-		a.decideHealth(now)
-		if a.next == 0 || a.next > now {
-			continue
-		}
-		switch a.status {
-		case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING:
-			if a.fails && !a.batch {
-				a.status, a.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED, 0
-				a.decideHealth(now)
-				continue
-			}
-			a.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
-			s.runFrom(a, now)
-		case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING:
-			a.status, a.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, 0
-			if a.fails {
-				a.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED
-			}
-		default:
-			a.next = 0
-		}
-		a.decideHealth(now)
+	for id, a := range s.live {
+		s.advanceOne(a, now)
+		s.settleLocked(id, a)
 	}
 	return s.changeLocked(now)
+}
+
+// advanceOne moves one allocation on if its time has come.
+func (s *allocSet) advanceOne(a *simAlloc, now int64) {
+	a.decideHealth(now)
+	if a.next == 0 || a.next > now {
+		return
+	}
+	switch a.status {
+	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING:
+		if a.fails && !a.batch {
+			a.status, a.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED, 0
+			a.decideHealth(now)
+			return
+		}
+		a.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
+		s.runFrom(a, now)
+	case droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING:
+		a.status, a.next = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, 0
+		if a.fails {
+			a.status = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED
+		}
+	default:
+		a.next = 0
+	}
+	a.decideHealth(now)
 }
 
 // Fails reports whether the allocation id fails with failure rate rate:
@@ -340,9 +382,13 @@ func Fails(id string, rate float64) bool {
 	return float64(x) < rate*(1<<64)
 }
 
+// changeLocked says what the set's allocations call for after a change
+// to them, and counts them again by status.
 func (s *allocSet) changeLocked(now int64) change {
 	var c change
-	for _, a := range s.m {
+	s.statuses = s.settled
+	for _, a := range s.live {
+		s.statuses[statusSlot(a.status)]++
 		c.dirty = c.dirty || a.dirty()
 		for _, t := range []int64{a.next, a.healthAt} {
 			if t != 0 && (c.next == 0 || t < c.next) {
@@ -361,7 +407,7 @@ func (s *allocSet) reports() []*droverv1.AllocClientUpdate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*droverv1.AllocClientUpdate
-	for id, a := range s.m {
+	for id, a := range s.live {
 		if a.dirty() {
 			u := &droverv1.AllocClientUpdate{AllocId: id, ClientStatus: a.status}
 			if a.health != healthUndecided {
@@ -380,21 +426,101 @@ func (s *allocSet) acked(sent []*droverv1.AllocClientUpdate, index uint64, unkno
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, u := range sent {
-		a := s.m[u.GetAllocId()]
+		id := u.GetAllocId()
+		a := s.m[id]
 		if a == nil {
 			continue
 		}
+		s.unsettleLocked(id, a)
 		if a.status == u.GetClientStatus() {
 			a.reported, a.ackIndex = a.status, index
 		}
 		if u.Healthy != nil && (a.health == healthHealthy) == u.GetHealthy() {
 			a.healthAcked = a.health
 		}
+		s.settleLocked(id, a)
 	}
 	for _, id := range unknown {
-		delete(s.m, id)
+		s.dropLocked(id)
+	}
+	if len(unknown) > 0 {
+		s.tallyLocked()
 	}
 	return s.hasReportsLocked()
+}
+
+// tallyLocked counts the allocations again by status after some left the
+// set outside apply and advance, which count them as they end.
+func (s *allocSet) tallyLocked() {
+	s.statuses = s.settled
+	for _, a := range s.live {
+		s.statuses[statusSlot(a.status)]++
+	}
+}
+
+// quiet reports whether an allocation calls for nothing until something
+// changes it: acknowledged as it is, no move or health decision to come,
+// and not finished (a finished one waits to be collected).
+func (a *simAlloc) quiet() bool {
+	return !a.dirty() && a.next == 0 && a.healthAt == 0 && !a.status.IsClientTerminal() &&
+		(!a.inDeployment() || a.health != healthUndecided)
+}
+
+// addLocked puts a new allocation in the set.
+func (s *allocSet) addLocked(id string, a *simAlloc) {
+	s.m[id] = a
+	s.live[id] = a
+	s.settleLocked(id, a)
+}
+
+// dropLocked removes an allocation from the set.
+func (s *allocSet) dropLocked(id string) {
+	a, ok := s.m[id]
+	if !ok {
+		return
+	}
+	if _, live := s.live[id]; !live {
+		s.settled[statusSlot(a.status)]--
+	}
+	delete(s.m, id)
+	delete(s.live, id)
+}
+
+// unsettleLocked makes a settled allocation live again before something
+// changes it; a live one stays as it is.
+func (s *allocSet) unsettleLocked(id string, a *simAlloc) {
+	if _, live := s.live[id]; !live {
+		s.settled[statusSlot(a.status)]--
+		s.live[id] = a
+	}
+}
+
+// settleLocked takes a live allocation out of live if it is quiet.
+func (s *allocSet) settleLocked(id string, a *simAlloc) {
+	if _, live := s.live[id]; live && a.quiet() {
+		delete(s.live, id)
+		s.settled[statusSlot(a.status)]++
+	}
+}
+
+// resetLiveLocked makes every allocation live and settles the quiet ones,
+// after m was filled directly.
+func (s *allocSet) resetLiveLocked() {
+	clear(s.live)
+	s.settled = [numClientStatuses]int{}
+	for id, a := range s.m {
+		s.live[id] = a
+		s.settleLocked(id, a)
+	}
+	s.tallyLocked()
+}
+
+// statusSlot is st's position in allocSet.statuses.
+func statusSlot(st droverv1.AllocClientStatus) int {
+	if st < 0 || int(st) >= numClientStatuses {
+		return 0
+	}
+	return int(st)
 }
 
 // resync marks every allocation that still runs here to be reported
@@ -403,8 +529,9 @@ func (s *allocSet) acked(sent []*droverv1.AllocClientUpdate, index uint64, unkno
 func (s *allocSet) resync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, a := range s.m {
+	for id, a := range s.m {
 		if !a.status.IsClientTerminal() {
+			s.unsettleLocked(id, a)
 			a.reported = droverv1.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED
 		}
 	}
@@ -418,7 +545,7 @@ func (s *allocSet) hasReports() bool {
 }
 
 func (s *allocSet) hasReportsLocked() bool {
-	for _, a := range s.m {
+	for _, a := range s.live {
 		if a.dirty() {
 			return true
 		}
@@ -430,7 +557,9 @@ func (s *allocSet) hasReportsLocked() bool {
 func (s *allocSet) count(into map[droverv1.AllocClientStatus]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, a := range s.m {
-		into[a.status]++
+	for st, n := range s.statuses {
+		if n > 0 {
+			into[droverv1.AllocClientStatus(st)] += n
+		}
 	}
 }

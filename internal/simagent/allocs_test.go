@@ -48,6 +48,7 @@ func setOf(m map[string]simAlloc) *allocSet {
 	for id, a := range m {
 		s.m[id] = &a
 	}
+	s.resetLiveLocked()
 	return s
 }
 
@@ -59,6 +60,40 @@ func checkSet(t *testing.T, s *allocSet, want map[string]simAlloc) {
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("allocations\n got %+v\nwant %+v", got, want)
+	}
+	walked := make(map[droverv1.AllocClientStatus]int)
+	for _, a := range s.m {
+		walked[a.status]++
+	}
+	counted := make(map[droverv1.AllocClientStatus]int)
+	s.count(counted)
+	if !maps.Equal(counted, walked) {
+		t.Errorf("count says %v, the allocations are %v", counted, walked)
+	}
+	checkLive(t, s)
+}
+
+// checkLive checks that the set's live allocations are those of its
+// allocations that are not quiet, and that it counts the others.
+func checkLive(t *testing.T, s *allocSet) {
+	t.Helper()
+	var settled [numClientStatuses]int
+	for id, a := range s.m {
+		_, live := s.live[id]
+		if !live {
+			settled[statusSlot(a.status)]++
+		}
+		if !live && !a.quiet() {
+			t.Errorf("allocation %s %+v calls for something but is not live", id, *a)
+		}
+	}
+	for id, a := range s.live {
+		if s.m[id] != a {
+			t.Errorf("live allocation %s is not the set's", id)
+		}
+	}
+	if settled != s.settled {
+		t.Errorf("settled counts %v, want %v", s.settled, settled)
 	}
 }
 
@@ -383,6 +418,19 @@ func TestAllocSetHoldsJobVersions(t *testing.T) {
 	if got, want := heldJobs(s), []string{"b@0/4"}; !slices.Equal(got, want) {
 		t.Errorf("job versions held after job s left the node %v, want %v", got, want)
 	}
+	// A relative answer moves a1 and a3 in place to version 1 of job b,
+	// which it carries: version 0 has no allocation here any more.
+	moved := func(id string) *droverv1.Allocation {
+		a := serverAlloc(id, "b", run, pending, 7)
+		a.JobVersion = 1
+		return a
+	}
+	s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{moved("a1"), moved("a3")},
+		Jobs: []*droverv1.Job{{Id: "b", Version: 1, Type: droverv1.JobType_JOB_TYPE_BATCH, JobModifyIndex: 7}}, SinceKnownIndex: true}, now)
+	if got, want := heldJobs(s), []string{"b@1/7"}; !slices.Equal(got, want) {
+		t.Errorf("job versions held after an update in place %v, want %v", got, want)
+	}
+	checkLive(t, s)
 }
 
 // TestAllocSetHoldsServerView checks what an agent names in GetAllocs
@@ -405,6 +453,7 @@ func TestAllocSetHoldsServerView(t *testing.T) {
 	checkKnown("after the first answer", 8, 3)
 	a1 := *s.m["a1"]
 	s.m["a2"] = &simAlloc{status: complete, reported: complete} // finished and acknowledged
+	s.resetLiveLocked()
 
 	// Relative: a3 changed (stopped); a1 and a2 held as they were.
 	s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{serverAlloc("a3", "s", stop, pending, 9)},
@@ -435,5 +484,65 @@ func TestAllocSetHoldsServerView(t *testing.T) {
 	}
 	if got, want := heldJobs(s), []string{"b@0/0", "s@0/0"}; !slices.Equal(got, want) {
 		t.Errorf("job versions held %v, want %v", got, want)
+	}
+	checkLive(t, s)
+}
+
+// BenchmarkFleetAllocCount counts the allocations of 5,000 agents holding
+// 200 each, as the load driver's progress line and goal check do every
+// second of the full C1M.
+//
+//	go test -run '^$' -bench FleetAllocCount -count 5 ./internal/simagent/
+func BenchmarkFleetAllocCount(b *testing.B) {
+	sets := make([]*allocSet, 5000)
+	for i := range sets {
+		m := make(map[string]simAlloc, 200)
+		for j := range 200 {
+			m[fmt.Sprintf("%d-%d", i, j)] = simAlloc{status: running, reported: running}
+		}
+		sets[i] = setOf(m)
+	}
+	for b.Loop() {
+		into := make(map[droverv1.AllocClientStatus]int)
+		for _, s := range sets {
+			s.count(into)
+		}
+		if into[running] != 1_000_000 {
+			b.Fatalf("counted %v", into)
+		}
+	}
+}
+
+// BenchmarkAgentAnswer is what an agent holding 200 running allocations
+// does for each new one, as in the full C1M: take the answer that brings
+// it, start it, report it and take the acknowledgement; then an answer
+// that says it completed takes it away again, so that the agent holds
+// 200 at every iteration.
+//
+//	go test -run '^$' -bench AgentAnswer -count 5 ./internal/simagent/
+func BenchmarkAgentAnswer(b *testing.B) {
+	held := make(map[string]simAlloc, 200)
+	for j := range 200 {
+		held[fmt.Sprintf("held-%d", j)] = simAlloc{status: running, reported: running, ackIndex: 1}
+	}
+	s := setOf(held)
+	s.apply(answer(), now) // the jobs
+	i := 0
+	for b.Loop() {
+		i++
+		index := uint64(10 + i)
+		s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{serverAlloc(fmt.Sprintf("new-%d", i), "s", run, pending, index)},
+			StateIndex: index, SinceKnownIndex: true}, now)
+		s.advance(now + startDelay)
+		sent := s.reports()
+		if len(sent) != 1 {
+			b.Fatalf("reports %v, want the new allocation's", sent)
+		}
+		s.acked(sent, index, nil)
+		s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{serverAlloc(fmt.Sprintf("new-%d", i), "s", stop, complete, index+1)},
+			StateIndex: index + 1, SinceKnownIndex: true}, now)
+		if len(s.m) != 200 {
+			b.Fatalf("the agent holds %d allocations, want 200", len(s.m))
+		}
 	}
 }
