@@ -85,7 +85,9 @@ type allocSet struct {
 	knownIndex uint64
 	// statuses counts the allocations of m by status as of the last change
 	// to m (see tallyLocked), so that counting a fleet's allocations costs
-	// a read per agent instead of a walk of every allocation.
+	// a read per agent. It could be derived from settled and a walk of
+	// live, but in the full C1M that walk (about 100,000 allocations over
+	// the fleet, each a cache miss) took 10 ms per count against 0.1 ms.
 	statuses [numClientStatuses]int
 }
 
