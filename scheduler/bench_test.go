@@ -252,3 +252,59 @@ func loadedCluster(b *testing.B, nodes, perNode, allocs int) (*cluster, *droverv
 	job, ev := c.register(benchJob(int32(allocs), false))
 	return c, job, ev
 }
+
+// BenchmarkPlaceManyJobs times the passes of the concurrent scenario's
+// second step on one server: 5,000 nodes of the simulated agents' default
+// shape already holding one job of 10,000 (placed by a pass, so packed as
+// the schedulers pack it), then one pass per job of 500 small allocations
+// with a dynamic port, each on the state the previous pass's plan was
+// committed to, all sharing one usage cache. An iteration is one job's
+// pass; 20 fit before the nodes fill.
+//
+//	go test -run '^$' -bench PlaceManyJobs -benchtime 20x -count 5 ./scheduler/
+func BenchmarkPlaceManyJobs(b *testing.B) {
+	const nodes, first, each = 5000, 10000, 500
+	c := newCluster(b)
+	c.addNodes(nodes, func(_ int, n *droverv1.Node) {
+		n.Datacenter = "dc1"
+		n.Resources = &droverv1.NodeResources{CpuMhz: 4000, MemoryMb: 8192, DiskMb: 100000}
+		n.Reserved = &droverv1.NodeReservedResources{CpuMhz: 100, MemoryMb: 256}
+	})
+	cfg := Config{AllocCIDR: netip.MustParsePrefix("10.0.0.0/8"), UsageCache: NewUsageCache()}
+	pass := func(id string, count int) {
+		job, ev := c.register(smallServiceJob(id, count))
+		ec := newEvalContext(c.snapshot(), cfg, ev, job)
+		st := newStack(ec, job)
+		placed := placeAll(ec, st, job, count)
+		if len(placed) != count {
+			b.Fatalf("job %s: placed %d of %d: %v", id, len(placed), count, st.failure(job.GetTaskGroups()[0]))
+		}
+		b.StopTimer()
+		c.place(placed...)
+		b.StartTimer()
+	}
+	pass("first", first)
+	i := 0
+	for b.Loop() {
+		pass(fmt.Sprintf("many-%02d", i), each)
+		i++
+	}
+}
+
+// smallServiceJob is the load driver's preset job: one group of count
+// allocations of 100 MHz and 128 MB with a dynamic port.
+func smallServiceJob(id string, count int) *droverv1.Job {
+	j := &droverv1.Job{
+		Id:          id,
+		Type:        droverv1.JobType_JOB_TYPE_SERVICE,
+		Datacenters: []string{"dc1"},
+		TaskGroups: []*droverv1.TaskGroup{{
+			Name:      "work",
+			Count:     int32(count),
+			Resources: &droverv1.Resources{CpuMhz: 100, MemoryMb: 128, Ports: []*droverv1.Port{{Label: "http"}}},
+			Tasks:     []*droverv1.Task{{Name: "main", Driver: "exec"}},
+		}},
+	}
+	j.Canonicalize()
+	return j
+}

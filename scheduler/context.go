@@ -62,10 +62,14 @@ type nodeState struct {
 	// until first needed, and again after a change the counters cannot
 	// follow (an update or a lost stop).
 	usage *fit.Usage
+	// row is the node's allocation row in the state (State.NodesWithAllocs)
+	// when rowRead; a node the pass added that the state lacks has none.
+	row []*droverv1.Allocation
 	// classKey stands for the node's computed class in the pass's caches;
 	// keyed says whether it has been computed.
 	classKey uint64
 	keyed    bool
+	rowRead  bool
 }
 
 // newEvalContext starts a pass: an empty plan for the evaluation against
@@ -295,13 +299,21 @@ func (c *evalContext) invalidate(nodeID string) {
 }
 
 func (c *evalContext) stateAlloc(nodeID, id string) *droverv1.Allocation {
-	allocs := c.state.NodeAllocsShared(nodeID) // read only: no copy
-	for _, a := range allocs {
+	for _, a := range c.storedRow(nodeID) {
 		if a.GetId() == id {
 			return a
 		}
 	}
 	return nil
+}
+
+// storedRow is the node's allocation row in the pass's state: the one
+// allNodes read, else looked up. Read only.
+func (c *evalContext) storedRow(nodeID string) []*droverv1.Allocation {
+	if ns := c.nodeByID[nodeID]; ns != nil && ns.rowRead {
+		return ns.row
+	}
+	return c.state.NodeAllocsShared(nodeID)
 }
 
 // proposedAllocs returns the allocations that hold resources on the node
@@ -315,8 +327,7 @@ func (c *evalContext) proposedAllocs(nodeID string) []*droverv1.Allocation {
 }
 
 func (c *evalContext) eachProposed(nodeID string, yield func(*droverv1.Allocation)) {
-	allocs := c.state.NodeAllocsShared(nodeID) // read only: no copy
-	for _, a := range allocs {
+	for _, a := range c.storedRow(nodeID) {
 		if !fit.Holds(a) {
 			continue
 		}
@@ -355,7 +366,11 @@ func (c *evalContext) buildUsage(ns *nodeState) *fit.Usage {
 		c.eachProposed(id, func(a *droverv1.Allocation) { u.Add(a) })
 		return u
 	}
-	u := c.cfg.UsageCache.Base(ns.node, c.state.NodeAllocsShared(id)).Overlay()
+	row := ns.row
+	if !ns.rowRead {
+		row = c.state.NodeAllocsShared(id)
+	}
+	u := c.cfg.UsageCache.Base(ns.node, row).Overlay()
 	// An unaltered node's plan holds placements only (an update would
 	// have altered it); Add skips those that hold nothing.
 	for _, a := range c.nodePlans[id].GetAllocations() {
@@ -364,27 +379,31 @@ func (c *evalContext) buildUsage(ns *nodeState) *fit.Usage {
 	return u
 }
 
-// allNodes returns every node of the state, in id order.
+// nodeStateBlock is how many node records allNodes allocates at once.
+const nodeStateBlock = 1024
+
+// allNodes returns every node of the state, in id order, each with its
+// allocation row.
 func (c *evalContext) allNodes() []*nodeState {
 	if c.nodeByID != nil {
 		return c.nodes
 	}
-	var list []*droverv1.Node
-	for n := range c.state.Nodes() {
-		list = append(list, n)
+	// Records in blocks of nodeStateBlock, and a map sized once: a pass
+	// over 5,000 nodes should not make 5,000 small allocations.
+	var block []nodeState
+	for n, row := range c.state.NodesWithAllocs() {
+		if len(block) == cap(block) {
+			block = make([]nodeState, 0, nodeStateBlock)
+		}
+		block = append(block, nodeState{node: n, index: len(c.nodes), row: row, rowRead: true})
+		c.nodes = append(c.nodes, &block[len(block)-1])
 	}
-	// One block for all records, and a map sized once: a pass over 5,000
-	// nodes should not make 5,000 small allocations.
-	block := make([]nodeState, len(list))
-	c.nodes = make([]*nodeState, len(list))
-	c.nodeByID = make(map[string]*nodeState, len(list))
-	for i, n := range list {
-		block[i] = nodeState{node: n, index: i}
-		c.nodes[i] = &block[i]
-		c.nodeByID[n.GetId()] = &block[i]
+	c.nodeByID = make(map[string]*nodeState, len(c.nodes))
+	for _, ns := range c.nodes {
+		c.nodeByID[ns.node.GetId()] = ns
 	}
 	if c.cfg.UsageCache != nil {
-		c.cfg.UsageCache.trim(len(list), func(id string) bool { return c.nodeByID[id] != nil })
+		c.cfg.UsageCache.trim(len(c.nodes), func(id string) bool { return c.nodeByID[id] != nil })
 	}
 	return c.nodes
 }

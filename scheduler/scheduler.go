@@ -30,6 +30,9 @@ type State interface {
 	NodeByID(id string) *droverv1.Node
 	// Nodes iterates over every node, in id order.
 	Nodes() iter.Seq[*droverv1.Node]
+	// NodesWithAllocs iterates over every node in id order, each with
+	// what NodeAllocsShared returns for it.
+	NodesWithAllocs() iter.Seq2[*droverv1.Node, []*droverv1.Allocation]
 	JobByID(id string) *droverv1.Job
 	// JobVersion returns one stored version of a job, or nil.
 	JobVersion(id string, version uint64) *droverv1.Job

@@ -211,9 +211,12 @@ func (l *fakeLocal) SnapshotMinIndex(ctx context.Context, index uint64) (schedul
 // fakeState is an empty cluster at an index.
 type fakeState struct{ index uint64 }
 
-func (s fakeState) Index() uint64                                      { return s.index }
-func (fakeState) NodeByID(string) *droverv1.Node                       { return nil }
-func (fakeState) Nodes() iter.Seq[*droverv1.Node]                      { return func(func(*droverv1.Node) bool) {} }
+func (s fakeState) Index() uint64                 { return s.index }
+func (fakeState) NodeByID(string) *droverv1.Node  { return nil }
+func (fakeState) Nodes() iter.Seq[*droverv1.Node] { return func(func(*droverv1.Node) bool) {} }
+func (fakeState) NodesWithAllocs() iter.Seq2[*droverv1.Node, []*droverv1.Allocation] {
+	return func(func(*droverv1.Node, []*droverv1.Allocation) bool) {}
+}
 func (fakeState) JobByID(string) *droverv1.Job                         { return nil }
 func (fakeState) JobVersion(string, uint64) *droverv1.Job              { return nil }
 func (fakeState) AllocsByJob(string) ([]*droverv1.Allocation, uint64)  { return nil, 0 }

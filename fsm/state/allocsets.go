@@ -57,6 +57,15 @@ type allocSet struct {
 	moved chan struct{}
 }
 
+// rowShared is a node set's row as NodeAllocsShared returns it: nil for
+// a node without allocations; nil-safe.
+func (s *allocSet) rowShared() []*droverv1.Allocation {
+	if s == nil || len(s.allocs) == 0 {
+		return nil
+	}
+	return s.allocs
+}
+
 // size is how many allocations the set holds; nil-safe.
 func (s *allocSet) size() int {
 	if s == nil {

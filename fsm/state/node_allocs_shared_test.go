@@ -2,6 +2,7 @@ package state
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/droverhq/drover/internal/mock"
@@ -54,4 +55,53 @@ func byID(allocs []*droverv1.Allocation, id string) *droverv1.Allocation {
 		}
 	}
 	return nil
+}
+
+// TestNodesWithAllocs checks that the ordered walk gives every node, in id
+// order, the very row NodeAllocsShared gives it: nodes with allocations
+// and without, at the ends of the order and between, and that it stops
+// when asked to.
+func TestNodesWithAllocs(t *testing.T) {
+	f := newFixture(t)
+	job := f.job(100)
+	var nodes []*droverv1.Node
+	for range 40 {
+		nodes = append(nodes, f.node())
+	}
+	slices.SortFunc(nodes, func(a, b *droverv1.Node) int { return strings.Compare(a.GetId(), b.GetId()) })
+	// Allocations on the first and the last node and on every third one
+	// between; the others hold none.
+	var placed []*droverv1.Allocation
+	for i, n := range nodes {
+		if i == 0 || i == len(nodes)-1 || i%3 == 1 {
+			placed = append(placed, mock.Alloc(n, job, len(placed)), mock.Alloc(n, job, len(placed)+1))
+		}
+	}
+	f.place(placed...)
+	snap := f.s.Snapshot()
+	var got []string
+	for n, row := range snap.NodesWithAllocs() {
+		got = append(got, n.GetId())
+		want := snap.NodeAllocsShared(n.GetId())
+		if len(row) != len(want) || len(row) > 0 && &row[0] != &want[0] {
+			t.Errorf("node %s: row of %d allocations, want the shared row of %d", n.GetId(), len(row), len(want))
+		}
+	}
+	var want []string
+	for _, n := range nodes {
+		want = append(want, n.GetId())
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("walked nodes %v, want %v", got, want)
+	}
+	walked := 0
+	for range snap.NodesWithAllocs() {
+		walked++
+		if walked == 5 {
+			break
+		}
+	}
+	if walked != 5 {
+		t.Fatalf("walk went on to %d nodes after the loop broke at 5", walked)
+	}
 }

@@ -304,11 +304,64 @@ func (s *Snapshot) AllocsByNode(nodeID string) ([]*droverv1.Allocation, uint64) 
 // node's allocations are the same, which lets callers cache what they
 // derive from it.
 func (s *Snapshot) NodeAllocsShared(nodeID string) []*droverv1.Allocation {
-	set := s.nodeSetWatched(nodeID)
-	if set == nil || len(set.allocs) == 0 {
-		return nil
+	return s.nodeSetWatched(nodeID).rowShared()
+}
+
+// NodesWithAllocs iterates every node in id order, each with what
+// NodeAllocsShared returns for it. Outside a blocking query it reads the
+// rows in one ordered walk of the node sets beside the nodes, rather than
+// a lookup per node: a scheduler's pass reads every node's row, and on
+// 5,000 nodes the lookups were a tenth of the pass. Both walks are in the
+// order of node ids, which the id index keeps as the strings sort (it
+// holds canonical lowercase UUIDs only, whose digits it keys in order). A
+// blocking query looks each row up, which watches it.
+func (s *Snapshot) NodesWithAllocs() iter.Seq2[*droverv1.Node, []*droverv1.Allocation] {
+	return func(yield func(*droverv1.Node, []*droverv1.Allocation) bool) {
+		if s.ws != nil {
+			for n := range s.Nodes() {
+				if !yield(n, s.NodeAllocsShared(n.GetId())) {
+					return
+				}
+			}
+			return
+		}
+		it, err := s.txn.Get(TableNodes, indexID)
+		mustRead(err, TableNodes, indexID)
+		next := func() (*droverv1.Node, bool) {
+			obj := it.Next()
+			if obj == nil {
+				return nil, false
+			}
+			return obj.(*droverv1.Node), true
+		}
+		n, more := next()
+		yieldUpTo := func(key string, set *allocSet) bool {
+			for more && n.GetId() < key {
+				if !yield(n, nil) {
+					return false
+				}
+				n, more = next()
+			}
+			if more && n.GetId() == key {
+				if !yield(n, set.rowShared()) {
+					return false
+				}
+				n, more = next()
+			}
+			return true
+		}
+		stopped := false
+		s.storedNodeSets().Ascend(func(it nodeSetItem) bool {
+			stopped = !yieldUpTo(it.key, it.set)
+			return !stopped && more
+		})
+		for !stopped && more {
+			if !yield(n, nil) {
+				return
+			}
+			n, more = next()
+		}
 	}
-	return set.allocs
 }
 
 // AllocsByJob returns the allocations of a job, in id order, and the raft
