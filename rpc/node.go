@@ -66,11 +66,7 @@ func (s *nodeService) Register(ctx context.Context, req *droverv1.RegisterNodeRe
 	if err := res.Errors[pos]; err != nil {
 		return nil, fmt.Errorf("register node %s: %w", node.GetId(), err)
 	}
-	stored := s.backend.State().Snapshot().NodeByID(node.GetId())
-	if stored == nil {
-		return nil, fmt.Errorf("node %s vanished after registration at index %d: %w", node.GetId(), g.Index, ErrUnavailable)
-	}
-	return s.registerResponse(stored, g.Index)
+	return s.registerResponse(res.Stored[pos], g.Index)
 }
 
 // registerResponse arms the heartbeat timer of a node that is not down (a

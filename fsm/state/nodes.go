@@ -9,11 +9,16 @@ import (
 // maxNodeEvents bounds a node's event history.
 const maxNodeEvents = 10
 
-// RegisterResult says which nodes of a NodeRegisterEntry were refused.
+// RegisterResult says which nodes of a NodeRegisterEntry were refused, and
+// what the others are as stored.
 type RegisterResult struct {
 	// Errors holds, at the position of each node in the entry, nil or the
 	// reason it was refused (ErrSecretMismatch, ErrInvalidEntry).
 	Errors []error
+	// Stored holds, at the position of each node the entry wrote, the
+	// node as the state stores it (read only), so that the proposer
+	// answers from it without reading the state again; nil where refused.
+	Stored []*droverv1.Node
 }
 
 // UpsertNodes applies a NodeRegisterEntry: each node is created in status
@@ -22,12 +27,14 @@ type RegisterResult struct {
 // changes a known node's status. Each node is applied or refused on its own;
 // the refusals are in the result.
 func (s *StateStore) UpsertNodes(index uint64, e *droverv1.NodeRegisterEntry) (*RegisterResult, []Change, error) {
-	res := &RegisterResult{Errors: make([]error, len(e.GetNodes()))}
+	res := &RegisterResult{Errors: make([]error, len(e.GetNodes())), Stored: make([]*droverv1.Node, len(e.GetNodes()))}
 	changes, err := s.write(index, func(tx *txn) error {
 		for i, n := range e.GetNodes() {
 			// Each check precedes the node's single insert, so a refused
 			// node leaves nothing behind in the shared transaction.
-			res.Errors[i] = tx.upsertNode(n, e.GetRegisteredAt())
+			if res.Errors[i] = tx.upsertNode(n, e.GetRegisteredAt()); res.Errors[i] == nil {
+				res.Stored[i] = n
+			}
 		}
 		return nil
 	})

@@ -89,6 +89,39 @@ func TestUpsertNodeRefusesAnotherSecret(t *testing.T) {
 	}
 }
 
+// TestUpsertNodesResultHoldsTheStoredNodes checks that a registration's
+// result names each written node as the state stores it, which the
+// proposer answers from, and nothing for a refused one: a new node, a
+// known one re-registered (its status kept), and an impostor, in one
+// entry.
+func TestUpsertNodesResultHoldsTheStoredNodes(t *testing.T) {
+	f := newFixture(t)
+	known := f.node()
+	f.setStatus(known.GetId(), droverv1.NodeStatus_NODE_STATUS_READY)
+	again := known.CloneVT()
+	again.Name = "renamed"
+	impostor := f.node().CloneVT()
+	impostor.SecretId = mock.ID()
+	fresh := mock.Node()
+	res, _, err := f.s.UpsertNodes(f.next(), &droverv1.NodeRegisterEntry{
+		Nodes: []*droverv1.Node{fresh.CloneVT(), again, impostor}, RegisteredAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := f.s.Snapshot()
+	for i, id := range []string{fresh.GetId(), known.GetId()} {
+		if stored := snap.NodeByID(id); res.Stored[i] != stored {
+			t.Errorf("node %d: result holds %v, want the stored %v", i, res.Stored[i], stored)
+		}
+	}
+	if got := res.Stored[1].GetStatus(); got != droverv1.NodeStatus_NODE_STATUS_READY {
+		t.Errorf("re-registered node's status in the result = %s, want ready", got)
+	}
+	if !errors.Is(res.Errors[2], ErrSecretMismatch) || res.Stored[2] != nil {
+		t.Errorf("impostor: error %v, stored %v; want ErrSecretMismatch and nothing", res.Errors[2], res.Stored[2])
+	}
+}
+
 func TestUpdateNodeStatusTracksMissedHeartbeats(t *testing.T) {
 	tests := []struct {
 		name       string
