@@ -209,3 +209,21 @@ func TestPresets(t *testing.T) {
 		}
 	}
 }
+
+func TestStateCheckInterval(t *testing.T) {
+	tests := []struct {
+		want  int
+		every time.Duration
+	}{
+		{0, 10 * time.Second},
+		{1, 10 * time.Second},
+		{100_000, 10 * time.Second},
+		{100_001, 20 * time.Second},
+		{1_000_000, 100 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := stateCheckInterval(tt.want); got != tt.every {
+			t.Errorf("stateCheckInterval(%d) = %s, want %s", tt.want, got, tt.every)
+		}
+	}
+}

@@ -21,9 +21,12 @@ const (
 	// answered Unavailable (an election).
 	retryPause = 200 * time.Millisecond
 	// stateCheckEvery bounds how long the driver trusts the fleet's view
-	// before it reads the servers' state again: reading 100,000
-	// allocations costs the servers CPU the figures would include.
-	stateCheckEvery = 10 * time.Second
+	// before it reads the servers' state again, for every
+	// stateCheckAllocs allocations the run's jobs want running: reading
+	// them costs the servers CPU the figures would include, so a run that
+	// wants more reads them less often (see stateCheckInterval).
+	stateCheckEvery  = 10 * time.Second
+	stateCheckAllocs = 100_000
 )
 
 // runStep submits the step's jobs, waits for its goal and measures it.

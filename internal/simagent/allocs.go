@@ -497,9 +497,14 @@ func (s *allocSet) unsettleLocked(id string, a *simAlloc) {
 	}
 }
 
-// settleLocked takes a live allocation out of live if it is quiet.
+// settleLocked takes a live allocation out of live if it is quiet. Most
+// of those advance walks are not, so quiet is asked before the map: in the
+// full C1M the lookup of every walked id in live took 5% of the driver.
 func (s *allocSet) settleLocked(id string, a *simAlloc) {
-	if _, live := s.live[id]; live && a.quiet() {
+	if !a.quiet() {
+		return
+	}
+	if _, live := s.live[id]; live {
 		delete(s.live, id)
 		s.settled[statusSlot(a.status)]++
 	}
