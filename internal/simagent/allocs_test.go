@@ -551,3 +551,47 @@ func BenchmarkAgentAnswer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAgentAdvance is an agent of the full C1M while placements
+// arrive: it holds 200 allocations, 40 of them pending, each due to start
+// at its own time. Each iteration brings one more, moves the clock to the
+// start of the oldest pending one, reports it running, takes the
+// acknowledgement, and then an answer that it completed, so that the
+// agent holds 200 with 40 pending at every iteration.
+//
+//	go test -run '^$' -bench AgentAdvance -count 5 ./internal/simagent/
+func BenchmarkAgentAdvance(b *testing.B) {
+	const pendingHeld, spacing = 40, 2 // pendingHeld·spacing < startDelay
+	held := make(map[string]simAlloc, 200)
+	for j := range 200 - pendingHeld {
+		held[fmt.Sprintf("held-%d", j)] = simAlloc{status: running, reported: running, ackIndex: 1}
+	}
+	s := setOf(held)
+	s.apply(answer(), now) // the jobs
+	arrive := func(j int) {
+		index := uint64(10 + 2*j)
+		s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{serverAlloc(fmt.Sprintf("new-%d", j), "s", run, pending, index)},
+			StateIndex: index, SinceKnownIndex: true}, now+int64(spacing*j))
+	}
+	for j := range pendingHeld {
+		arrive(j)
+	}
+	i := pendingHeld
+	for b.Loop() {
+		arrive(i)
+		started := i - pendingHeld
+		s.advance(now + int64(spacing*started) + startDelay)
+		sent := s.reports()
+		if len(sent) != 1 || sent[0].GetAllocId() != fmt.Sprintf("new-%d", started) {
+			b.Fatalf("reports %v, want new-%d's", sent, started)
+		}
+		index := uint64(10 + 2*i + 1)
+		s.acked(sent, index, nil)
+		s.apply(&droverv1.GetAllocsResponse{Allocs: []*droverv1.Allocation{serverAlloc(sent[0].GetAllocId(), "s", stop, complete, index)},
+			StateIndex: index, SinceKnownIndex: true}, now)
+		if len(s.m) != 200 || len(s.live) != pendingHeld {
+			b.Fatalf("the agent holds %d allocations, %d live; want 200, %d", len(s.m), len(s.live), pendingHeld)
+		}
+		i++
+	}
+}
