@@ -498,8 +498,9 @@ func (s *allocSet) unsettleLocked(id string, a *simAlloc) {
 }
 
 // settleLocked takes a live allocation out of live if it is quiet. Most
-// of those advance walks are not, so quiet is asked before the map: in the
-// full C1M the lookup of every walked id in live took 5% of the driver.
+// of those advance walks are not, so quiet is asked before the map: a
+// profile of the full C1M's driver put 5% of its CPU in looking up every
+// walked id in live.
 func (s *allocSet) settleLocked(id string, a *simAlloc) {
 	if !a.quiet() {
 		return
