@@ -307,13 +307,21 @@ func (c *evalContext) stateAlloc(nodeID, id string) *droverv1.Allocation {
 	return nil
 }
 
-// storedRow is the node's allocation row in the pass's state: the one
-// allNodes read, else looked up. Read only.
+// storedRow is the node's allocation row in the pass's state. Read only.
 func (c *evalContext) storedRow(nodeID string) []*droverv1.Allocation {
-	if ns := c.nodeByID[nodeID]; ns != nil && ns.rowRead {
-		return ns.row
+	if ns := c.nodeByID[nodeID]; ns != nil {
+		return c.rowOf(ns)
 	}
 	return c.state.NodeAllocsShared(nodeID)
+}
+
+// rowOf is the node's allocation row in the pass's state: the one
+// allNodes read, else looked up. Read only.
+func (c *evalContext) rowOf(ns *nodeState) []*droverv1.Allocation {
+	if ns.rowRead {
+		return ns.row
+	}
+	return c.state.NodeAllocsShared(ns.node.GetId())
 }
 
 // proposedAllocs returns the allocations that hold resources on the node
@@ -366,11 +374,7 @@ func (c *evalContext) buildUsage(ns *nodeState) *fit.Usage {
 		c.eachProposed(id, func(a *droverv1.Allocation) { u.Add(a) })
 		return u
 	}
-	row := ns.row
-	if !ns.rowRead {
-		row = c.state.NodeAllocsShared(id)
-	}
-	u := c.cfg.UsageCache.Base(ns.node, row).Overlay()
+	u := c.cfg.UsageCache.Base(ns.node, c.rowOf(ns)).Overlay()
 	// An unaltered node's plan holds placements only (an update would
 	// have altered it); Add skips those that hold nothing.
 	for _, a := range c.nodePlans[id].GetAllocations() {

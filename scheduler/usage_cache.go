@@ -149,9 +149,7 @@ func (c *UsageCache) Base(node *droverv1.Node, row []*droverv1.Allocation) *fit.
 	c.mu.RLock()
 	e, ok := c.entries[node.GetId()]
 	c.mu.RUnlock()
-	// The entry's own node version, the common case, offers the same
-	// without a look at either version's fields.
-	if ok && (e.base.Node() == node || fit.SameOffer(e.base.Node(), node)) {
+	if ok && fit.SameOffer(e.base.Node(), node) {
 		if e.base.Node() != node {
 			// The node's row was rewritten for its status or a report:
 			// what its allocations hold against it is unchanged.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	memdb "github.com/hashicorp/go-memdb"
+
 	"github.com/droverhq/drover/internal/mock"
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
 )
@@ -103,5 +105,31 @@ func TestNodesWithAllocs(t *testing.T) {
 	}
 	if walked != 5 {
 		t.Fatalf("walk went on to %d nodes after the loop broke at 5", walked)
+	}
+}
+
+// TestNodesWithAllocsWatched checks the walk in a blocking query: it gives
+// the same rows and watches each node's, so that a placement on a node,
+// with or without allocations before, wakes the query.
+func TestNodesWithAllocsWatched(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		f := newFixture(t)
+		job := f.job(10)
+		n, other := f.node(), f.node()
+		f.place(mock.Alloc(other, job, 0))
+		if held {
+			f.place(mock.Alloc(n, job, 1))
+		}
+		ws := memdb.NewWatchSet()
+		snap, plain := f.s.snapshot(ws), f.s.Snapshot() // plain reads add no watch
+		for node, row := range snap.NodesWithAllocs() {
+			if want := plain.NodeAllocsShared(node.GetId()); len(row) != len(want) || len(row) > 0 && &row[0] != &want[0] {
+				t.Errorf("held %v, node %s: row of %d allocations, want the shared row of %d", held, node.GetId(), len(row), len(want))
+			}
+		}
+		f.place(mock.Alloc(n, job, 2))
+		if !fired(ws) {
+			t.Errorf("held %v: a placement on a node did not wake the walk's watch", held)
+		}
 	}
 }
