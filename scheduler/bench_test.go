@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	droverv1 "github.com/droverhq/drover/proto/drover/v1"
+	"github.com/droverhq/drover/scheduler/fit"
 )
 
 // BenchmarkPlaceService times one scheduling pass of a service job placing
@@ -307,4 +308,101 @@ func smallServiceJob(id string, count int) *droverv1.Job {
 	}
 	j.Canonicalize()
 	return j
+}
+
+// BenchmarkPassesFromOneSnapshot measures how concurrent evaluations
+// collide (the applier relocates what collides, server/plan/relocate.go):
+// five passes of jobs of 1,000 each scheduled from the same snapshot, as
+// five workers do when their evaluations arrive together, on 5,000 nodes
+// already holding 41,000 allocations placed as c1m places them (a job of
+// 10,000, then 30 of 1,000, each pass on the state the one before it
+// committed). It reports, besides the time of the five passes, how many
+// of each 1,000 placements would not fit on their node once the passes'
+// plans are laid one after another over the state (over-capacity/1k), and
+// the packing a change to the choice must leave alone: how many nodes the
+// job of 10,000 was spread over (nodes/job-of-10k: job anti-affinity
+// spreads one job) and how many nodes the 41,000 filled (full-nodes: bin
+// packing fills nodes across jobs). Seeds are fixed, so the counts repeat
+// from run to run.
+//
+//	go test -run '^$' -bench PassesFromOneSnapshot -benchtime 20x ./scheduler/
+func BenchmarkPassesFromOneSnapshot(b *testing.B) {
+	const nodes, concurrent, each = 5000, 5, 1000
+	c := newCluster(b)
+	c.addNodes(nodes, func(_ int, n *droverv1.Node) {
+		n.Datacenter = "dc1"
+		n.Resources = &droverv1.NodeResources{CpuMhz: 4000, MemoryMb: 8192, DiskMb: 100000}
+		n.Reserved = &droverv1.NodeReservedResources{CpuMhz: 100, MemoryMb: 256}
+	})
+	cache := NewUsageCache()
+	seed := uint64(0)
+	pass := func(snap State, id string, count int) []*droverv1.Allocation {
+		seed++
+		cfg := Config{AllocCIDR: netip.MustParsePrefix("10.0.0.0/8"), UsageCache: cache, Seed: seed}
+		job, ev := c.register(smallServiceJob(id, count))
+		ec := newEvalContext(snap, cfg, ev, job)
+		placed := placeAll(ec, newStack(ec, job), job, count)
+		if len(placed) != count {
+			b.Fatalf("job %s: placed %d of %d", id, len(placed), count)
+		}
+		return placed
+	}
+	first := pass(c.snapshot(), "first", 10000)
+	spreadOver := make(map[string]bool)
+	for _, a := range first {
+		spreadOver[a.GetNodeId()] = true
+	}
+	c.place(first...)
+	for i := range 30 {
+		c.place(pass(c.snapshot(), fmt.Sprintf("warm-%02d", i), each)...)
+	}
+	snap := c.snapshot()
+	ask := smallServiceJob("ask", 1).GetTaskGroups()[0].GetResources()
+	full := 0
+	for n, row := range snap.NodesWithAllocs() {
+		if _, _, u := fit.AllocsFit(n, row); u.Fits(ask) != "" {
+			full++
+		}
+	}
+	var over, planned int
+	i := 0
+	for b.Loop() {
+		var plans [][]*droverv1.Allocation
+		for k := range concurrent {
+			plans = append(plans, pass(snap, fmt.Sprintf("conc-%03d-%d", i, k), each))
+		}
+		b.StopTimer()
+		over += overCapacity(snap, ask, plans)
+		planned += concurrent * each
+		b.StartTimer()
+		i++
+	}
+	b.ReportMetric(float64(over)*1000/float64(planned), "over-capacity/1k")
+	b.ReportMetric(float64(len(spreadOver)), "nodes/job-of-10k")
+	b.ReportMetric(float64(full), "full-nodes")
+}
+
+// overCapacity lays plans of allocations asking for ask, one after
+// another, over the allocations the snapshot's nodes hold, and counts the
+// placements that no longer fit.
+func overCapacity(snap State, ask *droverv1.Resources, plans [][]*droverv1.Allocation) int {
+	byNode := make(map[string][]*droverv1.Allocation)
+	for _, p := range plans {
+		for _, a := range p {
+			byNode[a.GetNodeId()] = append(byNode[a.GetNodeId()], a)
+		}
+	}
+	over := 0
+	for id, placed := range byNode {
+		node := snap.NodeByID(id)
+		_, _, u := fit.AllocsFit(node, snap.NodeAllocsShared(id))
+		for _, a := range placed {
+			if u.Fits(ask) != "" {
+				over++
+				continue
+			}
+			u.Add(a)
+		}
+	}
+	return over
 }
