@@ -93,7 +93,8 @@ func (s *schedulerService) tokenCall(req *droverv1.EvalTokenRequest, call func(S
 	return &droverv1.EvalTokenResponse{}, nil
 }
 
-// SubmitPlan queues a plan and returns what the applier committed.
+// SubmitPlan queues a plan and returns what the applier committed, without
+// the committed node plans when the request says it has no use for them.
 func (s *schedulerService) SubmitPlan(ctx context.Context, req *droverv1.SubmitPlanRequest) (*droverv1.SubmitPlanResponse, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -105,6 +106,11 @@ func (s *schedulerService) SubmitPlan(ctx context.Context, req *droverv1.SubmitP
 	res, err := sched.SubmitPlan(ctx, req.GetPlan())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetOmitNodePlans() {
+		// The result is this call's own; committed_nodes still says how
+		// many there were.
+		res.NodePlans = nil
 	}
 	return &droverv1.SubmitPlanResponse{Result: res}, nil
 }

@@ -136,13 +136,20 @@ func (g *genericScheduler) pass(ctx context.Context, eval *droverv1.Evaluation) 
 	}
 	if refreshed != nil {
 		g.state = refreshed
-		return nil, len(result.GetNodePlans()) > 0, errRetryPlan
+		return nil, committedAny(result), errRetryPlan
 	}
 	if len(result.GetRejectedNodeIds()) > 0 {
 		return nil, false, fmt.Errorf("plan of evaluation %s: %d nodes rejected without a state to refresh to", eval.GetId(), len(result.GetRejectedNodeIds()))
 	}
 	out.evalWritten = plan.EvalUpdate != nil && result.GetEvalUpdated()
 	return out, true, nil
+}
+
+// committedAny reports whether the applier committed part of the plan: a
+// leader that left the node plans out of its answer counts them, one
+// before committed_nodes existed always sends them.
+func committedAny(r *droverv1.PlanResult) bool {
+	return r.GetCommittedNodes() > 0 || len(r.GetNodePlans()) > 0
 }
 
 // reconcileService decides placements, stops and updates of a service or

@@ -545,3 +545,25 @@ func TestProcessJobStop(t *testing.T) {
 		})
 	}
 }
+
+// TestCommittedAny tells a partly committed plan's answer from one that
+// committed nothing, whether the leader counted the committed node plans
+// and left them out (a worker on a follower asks it to) or sent them, as a
+// leader before committed_nodes did.
+func TestCommittedAny(t *testing.T) {
+	part := []*droverv1.NodePlan{{NodeId: "n1"}}
+	for _, tc := range []struct {
+		name   string
+		result *droverv1.PlanResult
+		want   bool
+	}{
+		{"counted, left out", &droverv1.PlanResult{CommittedNodes: 1, RejectedNodeIds: []string{"n2"}}, true},
+		{"counted and sent", &droverv1.PlanResult{CommittedNodes: 1, NodePlans: part}, true},
+		{"sent, not counted", &droverv1.PlanResult{NodePlans: part, RejectedNodeIds: []string{"n2"}}, true},
+		{"nothing committed", &droverv1.PlanResult{RejectedNodeIds: []string{"n1", "n2"}}, false},
+	} {
+		if got := committedAny(tc.result); got != tc.want {
+			t.Errorf("%s: committedAny = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}

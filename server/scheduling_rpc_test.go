@@ -84,3 +84,69 @@ func TestWorkersEvalWritesAtOnce(t *testing.T) {
 		t.Fatalf("refused update changed the eval to %s", got.GetEvaluation().GetStatus())
 	}
 }
+
+// TestSubmitPlanOmitsNodePlans submits two plans of one evaluation over
+// gRPC, as a follower's worker does, and checks that the answer leaves the
+// committed node plans out only when the request asks it to, counting them
+// either way, and that what it leaves out was committed all the same.
+func TestSubmitPlanOmitsNodePlans(t *testing.T) {
+	s := testserver.Start(t, func(c *server.Config) { c.Scheduler.NumWorkers = 0 })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	node := mock.Node()
+	nodes := droverv1.NewNodeServiceClient(s.Conn)
+	if _, err := nodes.Register(ctx, &droverv1.RegisterNodeRequest{Node: node.CloneVT()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes.UpdateStatus(ctx, &droverv1.UpdateNodeStatusRequest{NodeId: node.GetId(), SecretId: node.GetSecretId(), Status: droverv1.NodeStatus_NODE_STATUS_READY}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := droverv1.NewJobServiceClient(s.Conn)
+	if _, err := jobs.Register(ctx, &droverv1.RegisterJobRequest{Job: mock.Job(2)}); err != nil {
+		t.Fatal(err)
+	}
+	sched := droverv1.NewSchedulerServiceClient(s.Conn)
+	var held *droverv1.DequeueResponse
+	for held.GetEval() == nil {
+		var err error
+		if held, err = sched.Dequeue(ctx, &droverv1.DequeueRequest{Schedulers: []droverv1.JobType{droverv1.JobType_JOB_TYPE_SERVICE}, Timeout: int64(time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := held.GetEval()
+	stored, err := jobs.Get(ctx, &droverv1.GetJobRequest{JobId: ev.GetJobId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := droverv1.NewAllocServiceClient(s.Conn)
+	for i, omit := range []bool{true, false} {
+		a := mock.Alloc(node, stored.GetJob(), i)
+		a.EvalId = ev.GetId()
+		p := &droverv1.Plan{EvalId: ev.GetId(), EvalToken: held.GetToken(), JobId: ev.GetJobId(), Priority: ev.GetPriority(),
+			NodePlans: []*droverv1.NodePlan{{NodeId: node.GetId(), Allocations: []*droverv1.Allocation{a}}}}
+		resp, err := sched.SubmitPlan(ctx, &droverv1.SubmitPlanRequest{Plan: p, OmitNodePlans: omit})
+		if err != nil {
+			t.Fatalf("submit plan %d (omit %t): %v", i, omit, err)
+		}
+		res := resp.GetResult()
+		if res.GetCommittedNodes() != 1 || res.GetAllocIndex() == 0 || len(res.GetRejectedNodeIds()) != 0 {
+			t.Errorf("omit %t: committed %d nodes at index %d, rejected %v; want 1 node at a raft index, none rejected",
+				omit, res.GetCommittedNodes(), res.GetAllocIndex(), res.GetRejectedNodeIds())
+		}
+		if want := 1; omit {
+			want = 0
+			if len(res.GetNodePlans()) != want {
+				t.Errorf("omit %t: %d node plans in the answer, want %d", omit, len(res.GetNodePlans()), want)
+			}
+		} else if len(res.GetNodePlans()) != want || res.GetNodePlans()[0].GetAllocations()[0].GetId() != a.GetId() {
+			t.Errorf("omit %t: node plans %v, want the one of allocation %s", omit, res.GetNodePlans(), a.GetId())
+		}
+		got, err := allocs.Get(ctx, &droverv1.GetAllocationRequest{AllocId: a.GetId()})
+		if err != nil {
+			t.Fatalf("omit %t: allocation %s not stored: %v", omit, a.GetId(), err)
+		}
+		if got.GetAllocation().GetCreateIndex() != res.GetAllocIndex() {
+			t.Errorf("omit %t: allocation stored at index %d, answer says %d", omit, got.GetAllocation().GetCreateIndex(), res.GetAllocIndex())
+		}
+	}
+}

@@ -167,7 +167,8 @@ func (c schedulerClient) Nack(ctx context.Context, evalID, token string) error {
 }
 
 func (c schedulerClient) SubmitPlan(ctx context.Context, p *droverv1.Plan) (*droverv1.PlanResult, error) {
-	resp, err := c.c.SubmitPlan(ctx, &droverv1.SubmitPlanRequest{Plan: p})
+	// The worker asks only whether something was committed.
+	resp, err := c.c.SubmitPlan(ctx, &droverv1.SubmitPlanRequest{Plan: p, OmitNodePlans: true})
 	if err != nil {
 		return nil, err
 	}

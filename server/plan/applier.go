@@ -270,6 +270,7 @@ func planResult(snap *state.Snapshot, ver verification, lastIndex uint64) *drove
 			result.NodePlans = append(result.NodePlans, np)
 		}
 	}
+	result.CommittedNodes = uint32(len(result.NodePlans))
 	if len(ver.rejected) == 0 {
 		return result
 	}

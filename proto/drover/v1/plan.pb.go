@@ -479,7 +479,8 @@ func (x *AllocStop) GetFollowupEvalId() string {
 // PlanResult is what the plan applier committed of a plan.
 type PlanResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The committed part, by node.
+	// The committed part, by node; left out of the answer to a
+	// SubmitPlanRequest with omit_node_plans set.
 	NodePlans []*NodePlan `protobuf:"bytes,1,rep,name=node_plans,json=nodePlans,proto3" json:"node_plans,omitempty"`
 	// Nodes whose part of the plan was dropped.
 	RejectedNodeIds []string `protobuf:"bytes,2,rep,name=rejected_node_ids,json=rejectedNodeIds,proto3" json:"rejected_node_ids,omitempty"`
@@ -490,9 +491,13 @@ type PlanResult struct {
 	AllocIndex uint64 `protobuf:"varint,4,opt,name=alloc_index,json=allocIndex,proto3" json:"alloc_index,omitempty"`
 	// The plan's eval_update was written with it: the worker writes no
 	// outcome of its own.
-	EvalUpdated   bool `protobuf:"varint,5,opt,name=eval_updated,json=evalUpdated,proto3" json:"eval_updated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EvalUpdated bool `protobuf:"varint,5,opt,name=eval_updated,json=evalUpdated,proto3" json:"eval_updated,omitempty"`
+	// How many nodes have a committed part (the length of node_plans,
+	// whether or not they are sent). Zero from servers before it existed,
+	// which always send node_plans.
+	CommittedNodes uint32 `protobuf:"varint,6,opt,name=committed_nodes,json=committedNodes,proto3" json:"committed_nodes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PlanResult) Reset() {
@@ -560,6 +565,13 @@ func (x *PlanResult) GetEvalUpdated() bool {
 	return false
 }
 
+func (x *PlanResult) GetCommittedNodes() uint32 {
+	if x != nil {
+		return x.CommittedNodes
+	}
+	return 0
+}
+
 var File_drover_v1_plan_proto protoreflect.FileDescriptor
 
 const file_drover_v1_plan_proto_rawDesc = "" +
@@ -609,7 +621,7 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\x0edesired_status\x18\x02 \x01(\x0e2\x1d.drover.v1.AllocDesiredStatusR\rdesiredStatus\x12/\n" +
 	"\x13desired_description\x18\x03 \x01(\tR\x12desiredDescription\x12A\n" +
 	"\rclient_status\x18\x04 \x01(\x0e2\x1c.drover.v1.AllocClientStatusR\fclientStatus\x12(\n" +
-	"\x10followup_eval_id\x18\x05 \x01(\tR\x0efollowupEvalId\"\xd5\x01\n" +
+	"\x10followup_eval_id\x18\x05 \x01(\tR\x0efollowupEvalId\"\xfe\x01\n" +
 	"\n" +
 	"PlanResult\x122\n" +
 	"\n" +
@@ -618,7 +630,8 @@ const file_drover_v1_plan_proto_rawDesc = "" +
 	"\rrefresh_index\x18\x03 \x01(\x04R\frefreshIndex\x12\x1f\n" +
 	"\valloc_index\x18\x04 \x01(\x04R\n" +
 	"allocIndex\x12!\n" +
-	"\feval_updated\x18\x05 \x01(\bR\vevalUpdatedB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
+	"\feval_updated\x18\x05 \x01(\bR\vevalUpdated\x12'\n" +
+	"\x0fcommitted_nodes\x18\x06 \x01(\rR\x0ecommittedNodesB5Z3github.com/droverhq/drover/proto/drover/v1;droverv1b\x06proto3"
 
 var (
 	file_drover_v1_plan_proto_rawDescOnce sync.Once

@@ -180,6 +180,7 @@ func (m *PlanResult) CloneVT() *PlanResult {
 	r.RefreshIndex = m.RefreshIndex
 	r.AllocIndex = m.AllocIndex
 	r.EvalUpdated = m.EvalUpdated
+	r.CommittedNodes = m.CommittedNodes
 	if rhs := m.NodePlans; rhs != nil {
 		tmpContainer := make([]*NodePlan, len(rhs))
 		for k, v := range rhs {
@@ -508,6 +509,9 @@ func (this *PlanResult) EqualVT(that *PlanResult) bool {
 		return false
 	}
 	if this.EvalUpdated != that.EvalUpdated {
+		return false
+	}
+	if this.CommittedNodes != that.CommittedNodes {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -955,6 +959,11 @@ func (m *PlanResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.CommittedNodes != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CommittedNodes))
+		i--
+		dAtA[i] = 0x30
+	}
 	if m.EvalUpdated {
 		i--
 		if m.EvalUpdated {
@@ -1203,6 +1212,9 @@ func (m *PlanResult) SizeVT() (n int) {
 	}
 	if m.EvalUpdated {
 		n += 2
+	}
+	if m.CommittedNodes != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.CommittedNodes))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2547,6 +2559,25 @@ func (m *PlanResult) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.EvalUpdated = bool(v != 0)
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CommittedNodes", wireType)
+			}
+			m.CommittedNodes = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CommittedNodes |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

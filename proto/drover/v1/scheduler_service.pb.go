@@ -238,7 +238,12 @@ func (*EvalTokenResponse) Descriptor() ([]byte, []int) {
 type SubmitPlanRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The plan; its eval_token must be the token of its evaluation.
-	Plan          *Plan `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	Plan *Plan `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Answer without the result's node_plans: a worker needs only whether
+	// something was committed (committed_nodes), and echoing a plan's
+	// allocations back costs the leader an encoding and the worker's server
+	// a decoding of the whole plan.
+	OmitNodePlans bool `protobuf:"varint,2,opt,name=omit_node_plans,json=omitNodePlans,proto3" json:"omit_node_plans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +283,13 @@ func (x *SubmitPlanRequest) GetPlan() *Plan {
 		return x.Plan
 	}
 	return nil
+}
+
+func (x *SubmitPlanRequest) GetOmitNodePlans() bool {
+	if x != nil {
+		return x.OmitNodePlans
+	}
+	return false
 }
 
 type SubmitPlanResponse struct {
@@ -442,9 +454,10 @@ const file_drover_v1_scheduler_service_proto_rawDesc = "" +
 	"\x10EvalTokenRequest\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"\x13\n" +
-	"\x11EvalTokenResponse\"8\n" +
+	"\x11EvalTokenResponse\"`\n" +
 	"\x11SubmitPlanRequest\x12#\n" +
-	"\x04plan\x18\x01 \x01(\v2\x0f.drover.v1.PlanR\x04plan\"C\n" +
+	"\x04plan\x18\x01 \x01(\v2\x0f.drover.v1.PlanR\x04plan\x12&\n" +
+	"\x0fomit_node_plans\x18\x02 \x01(\bR\romitNodePlans\"C\n" +
 	"\x12SubmitPlanResponse\x12-\n" +
 	"\x06result\x18\x01 \x01(\v2\x15.drover.v1.PlanResultR\x06result\"S\n" +
 	"\x10EvalWriteRequest\x12)\n" +

@@ -101,6 +101,7 @@ func (m *SubmitPlanRequest) CloneVT() *SubmitPlanRequest {
 	}
 	r := new(SubmitPlanRequest)
 	r.Plan = m.Plan.CloneVT()
+	r.OmitNodePlans = m.OmitNodePlans
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -265,6 +266,9 @@ func (this *SubmitPlanRequest) EqualVT(that *SubmitPlanRequest) bool {
 		return false
 	}
 	if !this.Plan.EqualVT(that.Plan) {
+		return false
+	}
+	if this.OmitNodePlans != that.OmitNodePlans {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -568,6 +572,16 @@ func (m *SubmitPlanRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.OmitNodePlans {
+		i--
+		if m.OmitNodePlans {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x10
+	}
 	if m.Plan != nil {
 		size, err := m.Plan.MarshalToSizedBufferVT(dAtA[:i])
 		if err != nil {
@@ -794,6 +808,9 @@ func (m *SubmitPlanRequest) SizeVT() (n int) {
 	if m.Plan != nil {
 		l = m.Plan.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.OmitNodePlans {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1384,6 +1401,26 @@ func (m *SubmitPlanRequest) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field OmitNodePlans", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.OmitNodePlans = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
