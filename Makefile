@@ -148,6 +148,7 @@ bench: ## The benchmarks of docs/benchmarks.md (5 runs each) into bench.out, the
 	   $(GO) test -run '^$$' -bench 'Heartbeats|Failover10k' -benchtime 1x -count 3 -timeout 60m ./test/ && \
 	   $(GO) test -run '^$$' -bench 'WipedServerCatchUp100k' -benchtime 1x -count 5 ./server/ && \
 	   $(GO) test -run '^$$' -bench 'PlaceService' -benchtime 10x -count 5 ./scheduler/ && \
+	   $(GO) test -run '^$$' -bench 'PlaceManyJobs|PassesFromOneSnapshot' -benchtime 20x -count 5 ./scheduler/ && \
 	   $(GO) test -run '^$$' -bench 'PlacementsEndToEnd' -benchtime 5x -count 3 ./test/ && \
 	   $(GO) test -run '^$$' -bench 'JobsList' -benchtime 2000x -count 5 ./test/ ; } > bench.out 2>&1; \
 	status=$$?; cat bench.out; \
