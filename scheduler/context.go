@@ -62,14 +62,13 @@ type nodeState struct {
 	// until first needed, and again after a change the counters cannot
 	// follow (an update or a lost stop).
 	usage *fit.Usage
-	// row is the node's allocation row in the state (State.NodesWithAllocs)
-	// when rowRead; a node the pass added that the state lacks has none.
+	// row is the node's allocation row in the pass's state, as
+	// NodeAllocsShared gives it. Read only.
 	row []*droverv1.Allocation
 	// classKey stands for the node's computed class in the pass's caches;
 	// keyed says whether it has been computed.
 	classKey uint64
 	keyed    bool
-	rowRead  bool
 }
 
 // newEvalContext starts a pass: an empty plan for the evaluation against
@@ -307,21 +306,13 @@ func (c *evalContext) stateAlloc(nodeID, id string) *droverv1.Allocation {
 	return nil
 }
 
-// storedRow is the node's allocation row in the pass's state. Read only.
+// storedRow is the node's allocation row in the pass's state: its
+// record's once the pass has one. Read only.
 func (c *evalContext) storedRow(nodeID string) []*droverv1.Allocation {
 	if ns := c.nodeByID[nodeID]; ns != nil {
-		return c.rowOf(ns)
-	}
-	return c.state.NodeAllocsShared(nodeID)
-}
-
-// rowOf is the node's allocation row in the pass's state: the one
-// allNodes read, else looked up. Read only.
-func (c *evalContext) rowOf(ns *nodeState) []*droverv1.Allocation {
-	if ns.rowRead {
 		return ns.row
 	}
-	return c.state.NodeAllocsShared(ns.node.GetId())
+	return c.state.NodeAllocsShared(nodeID)
 }
 
 // proposedAllocs returns the allocations that hold resources on the node
@@ -374,7 +365,7 @@ func (c *evalContext) buildUsage(ns *nodeState) *fit.Usage {
 		c.eachProposed(id, func(a *droverv1.Allocation) { u.Add(a) })
 		return u
 	}
-	u := c.cfg.UsageCache.Base(ns.node, c.rowOf(ns)).Overlay()
+	u := c.cfg.UsageCache.Base(ns.node, ns.row).Overlay()
 	// An unaltered node's plan holds placements only (an update would
 	// have altered it); Add skips those that hold nothing.
 	for _, a := range c.nodePlans[id].GetAllocations() {
@@ -399,7 +390,7 @@ func (c *evalContext) allNodes() []*nodeState {
 		if len(block) == cap(block) {
 			block = make([]nodeState, 0, nodeStateBlock)
 		}
-		block = append(block, nodeState{node: n, index: len(c.nodes), row: row, rowRead: true})
+		block = append(block, nodeState{node: n, index: len(c.nodes), row: row})
 		c.nodes = append(c.nodes, &block[len(block)-1])
 	}
 	c.nodeByID = make(map[string]*nodeState, len(c.nodes))
@@ -423,7 +414,7 @@ func (c *evalContext) lookupNode(n *droverv1.Node) *nodeState {
 }
 
 func (c *evalContext) addNode(n *droverv1.Node) *nodeState {
-	ns := &nodeState{node: n, index: len(c.nodes)}
+	ns := &nodeState{node: n, index: len(c.nodes), row: c.state.NodeAllocsShared(n.GetId())}
 	c.nodes = append(c.nodes, ns)
 	c.nodeByID[n.GetId()] = ns
 	return ns
