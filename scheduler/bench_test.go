@@ -265,12 +265,7 @@ func loadedCluster(b *testing.B, nodes, perNode, allocs int) (*cluster, *droverv
 //	go test -run '^$' -bench PlaceManyJobs -benchtime 20x -count 5 ./scheduler/
 func BenchmarkPlaceManyJobs(b *testing.B) {
 	const nodes, first, each = 5000, 10000, 500
-	c := newCluster(b)
-	c.addNodes(nodes, func(_ int, n *droverv1.Node) {
-		n.Datacenter = "dc1"
-		n.Resources = &droverv1.NodeResources{CpuMhz: 4000, MemoryMb: 8192, DiskMb: 100000}
-		n.Reserved = &droverv1.NodeReservedResources{CpuMhz: 100, MemoryMb: 256}
-	})
+	c := agentShapedCluster(b, nodes)
 	cfg := Config{AllocCIDR: netip.MustParsePrefix("10.0.0.0/8"), UsageCache: NewUsageCache()}
 	pass := func(id string, count int) {
 		job, ev := c.register(smallServiceJob(id, count))
@@ -290,6 +285,18 @@ func BenchmarkPlaceManyJobs(b *testing.B) {
 		pass(fmt.Sprintf("many-%02d", i), each)
 		i++
 	}
+}
+
+// agentShapedCluster is a state of n ready nodes of the simulated agents'
+// default shape: 4,000 MHz and 8,192 MB, 100 MHz and 256 MB reserved.
+func agentShapedCluster(b *testing.B, n int) *cluster {
+	c := newCluster(b)
+	c.addNodes(n, func(_ int, node *droverv1.Node) {
+		node.Datacenter = "dc1"
+		node.Resources = &droverv1.NodeResources{CpuMhz: 4000, MemoryMb: 8192, DiskMb: 100000}
+		node.Reserved = &droverv1.NodeReservedResources{CpuMhz: 100, MemoryMb: 256}
+	})
+	return c
 }
 
 // smallServiceJob is the load driver's preset job: one group of count
@@ -328,12 +335,7 @@ func smallServiceJob(id string, count int) *droverv1.Job {
 //	go test -run '^$' -bench PassesFromOneSnapshot -benchtime 20x ./scheduler/
 func BenchmarkPassesFromOneSnapshot(b *testing.B) {
 	const nodes, concurrent, each = 5000, 5, 1000
-	c := newCluster(b)
-	c.addNodes(nodes, func(_ int, n *droverv1.Node) {
-		n.Datacenter = "dc1"
-		n.Resources = &droverv1.NodeResources{CpuMhz: 4000, MemoryMb: 8192, DiskMb: 100000}
-		n.Reserved = &droverv1.NodeReservedResources{CpuMhz: 100, MemoryMb: 256}
-	})
+	c := agentShapedCluster(b, nodes)
 	cache := NewUsageCache()
 	seed := uint64(0)
 	pass := func(snap State, id string, count int) []*droverv1.Allocation {
