@@ -87,6 +87,10 @@ const (
 	defaultBatchInterval  = 50 * time.Millisecond
 	defaultMaxRecvMsgSize = 16 << 20
 	defaultMaxSendMsgSize = 64 << 20
+	// streamWorkers is how many goroutines the gRPC server keeps for
+	// calls: enough for the calls a busy server has in flight at once
+	// (agents' reports and registrations wait a raft commit, a few ms).
+	streamWorkers = 64
 )
 
 // serviceNames are the drover services whose health the server reports.
@@ -190,6 +194,12 @@ func NewServer(b Backend, c Cluster, cfg Config) *Server {
 		grpc.MaxRecvMsgSize(maxRecv),
 		grpc.MaxSendMsgSize(defaultMaxSendMsgSize),
 		grpc.MaxConcurrentStreams(uint32(limits.MaxStreamsPerConn)),
+		// Calls run on long-lived goroutines whose stacks have already
+		// grown, instead of a new goroutine per call growing its stack
+		// again (runtime.newstack was 6% of the leader's CPU under
+		// Node.Register). A call finding every worker busy gets a new
+		// goroutine, as without workers, so this bounds nothing.
+		grpc.NumStreamWorkers(streamWorkers),
 		// Agents hold connections for hours: probe idle ones so a vanished
 		// agent's connection is closed, and allow agents' own pings.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
