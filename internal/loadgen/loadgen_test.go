@@ -119,18 +119,23 @@ func TestTotal(t *testing.T) {
 			steps: []StepReport{
 				{StartSeconds: 5, Seconds: 10, HeldSeconds: 12, Placements: 1000, PlacementsPerSecond: 200, SettledSeconds: 8,
 					Evals: 10, RaftEntries: 5, RaftBytes: 100, Heartbeats: 360, CPUSeconds: []float64{1, 2}, ServerCPUSeconds: 3,
-					Writes: 2000, PlansApplied: 20, PlansPartlyRejected: 3, PlacementsRelocated: 40},
+					Writes: 2000, PlansApplied: 20, PlansPartlyRejected: 3, PlacementsRelocated: 40,
+					workers: workerTimes{EvalSeconds: 3, Evals: 10, PlanSeconds: 1, Plans: 5}},
 				{StartSeconds: 19, Seconds: 4, HeldSeconds: 6, Placements: 400, PlacementsPerSecond: 200, SettledSeconds: 2,
 					Evals: 8, RaftEntries: 2, RaftBytes: 50, Heartbeats: 180, CPUSeconds: []float64{0.5, 0.5}, ServerCPUSeconds: 1,
-					Writes: 500, PlansApplied: 10, PlansPartlyRejected: 4, PlacementsRelocated: 2},
+					Writes: 500, PlansApplied: 10, PlansPartlyRejected: 4, PlacementsRelocated: 2,
+					workers: workerTimes{EvalSeconds: 1.5, Evals: 5, PlanSeconds: 2, Plans: 5}},
 			},
 			// CPU per placement 4 s / 1,400, per write 4 s / 2,500; 7
-			// rejected plans per 1,400 placements.
+			// rejected plans per 1,400 placements; 4.5 s over 15
+			// evaluations, 3 s over 10 plans' answers.
 			want: StepReport{Name: "total", StartSeconds: 5, Seconds: 18, HeldSeconds: 20,
 				Placements: 1400, PlacementsPerSecond: 87.5, SettledSeconds: 16, Evals: 18, EvalsPerSecond: 1,
 				RaftEntries: 7, RaftBytes: 150, Heartbeats: 540, HeartbeatsPerSecond: 30, CPUSeconds: []float64{1.5, 2.5},
 				ServerCPUSeconds: 4, Writes: 2500, CPUMillisPerPlacement: 4e3 / 1400.0, CPUMicrosPerWrite: 1600,
-				PlansApplied: 30, PlansPartlyRejected: 7, RejectedPlansPer1000: 5, PlacementsRelocated: 42},
+				PlansApplied: 30, PlansPartlyRejected: 7, RejectedPlansPer1000: 5, PlacementsRelocated: 42,
+				EvalSecondsMean: 4.5 / 15.0, PlanAnswerSecondsMean: 0.3,
+				workers: workerTimes{EvalSeconds: 4.5, Evals: 15, PlanSeconds: 3, Plans: 10}},
 		},
 		{
 			// A step that places nothing and waits for no allocations

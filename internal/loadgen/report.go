@@ -106,6 +106,16 @@ type StepReport struct {
 	// an alternate node their scheduler ranked, their own having been
 	// filled by another plan (a collision that cost no rejection).
 	PlacementsRelocated uint64 `json:"placements_relocated"`
+	// EvalSecondsMean is how long the servers' scheduler workers took on
+	// average, during the step, to take an evaluation through its
+	// scheduler once its state was there: the pass and the waits for its
+	// plans' answers. PlanAnswerSecondsMean is the mean of those waits,
+	// one plan's round trip to the leader's plan applier. Both are 0
+	// without metrics URLs, or without evaluations or plans.
+	EvalSecondsMean       float64 `json:"eval_seconds_mean"`
+	PlanAnswerSecondsMean float64 `json:"plan_answer_seconds_mean"`
+	// workers are the sums behind the two means, which the total adds.
+	workers workerTimes
 	// UpdateAlloc and GetAllocs are the agents' call latencies during the
 	// step (Hold included).
 	UpdateAlloc Latency `json:"update_alloc"`
@@ -135,14 +145,15 @@ type ServerReport struct {
 func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Fleet: %d nodes, ready after %s\n", r.Nodes, secs(r.FleetReadySeconds))
-	fmt.Fprintf(&b, "%-14s %9s %11s %9s %10s %7s %8s %9s %10s %9s %12s %11s %9s\n",
+	fmt.Fprintf(&b, "%-14s %9s %11s %9s %10s %7s %8s %9s %10s %9s %12s %11s %9s %8s %8s\n",
 		"step", "time", "placements", "placed/s", "settled", "evals", "evals/s", "raft ent", "raft MB", "hb/s",
-		"cpu ms/alloc", "cpu us/wr", "rej/1k")
+		"cpu ms/alloc", "cpu us/wr", "rej/1k", "eval ms", "plan ms")
 	for _, s := range append(slices.Clone(r.Steps), r.Total) {
-		fmt.Fprintf(&b, "%-14s %9s %11d %9.0f %10s %7d %8.1f %9d %10.1f %9.0f %12.3f %11.0f %9.1f\n",
+		fmt.Fprintf(&b, "%-14s %9s %11d %9.0f %10s %7d %8.1f %9d %10.1f %9.0f %12.3f %11.0f %9.1f %8.1f %8.1f\n",
 			s.Name, secs(s.Seconds), s.Placements, s.PlacementsPerSecond, secs(s.SettledSeconds),
 			s.Evals, s.EvalsPerSecond, s.RaftEntries, s.RaftBytes/1e6, s.HeartbeatsPerSecond,
-			s.CPUMillisPerPlacement, s.CPUMicrosPerWrite, s.RejectedPlansPer1000)
+			s.CPUMillisPerPlacement, s.CPUMicrosPerWrite, s.RejectedPlansPer1000,
+			1e3*s.EvalSecondsMean, 1e3*s.PlanAnswerSecondsMean)
 	}
 	fmt.Fprintf(&b, "UpdateAlloc: %d calls, p50 %s, p99 %s\n", r.UpdateAlloc.Count, secs(r.UpdateAlloc.P50Seconds), secs(r.UpdateAlloc.P99Seconds))
 	fmt.Fprintf(&b, "GetAllocs:   %d deliveries, p50 %s, p99 %s\n", r.GetAllocs.Count, secs(r.GetAllocs.P50Seconds), secs(r.GetAllocs.P99Seconds))
@@ -215,6 +226,7 @@ func total(steps []StepReport) StepReport {
 		t.PlansApplied += s.PlansApplied
 		t.PlansPartlyRejected += s.PlansPartlyRejected
 		t.PlacementsRelocated += s.PlacementsRelocated
+		t.workers = t.workers.add(s.workers)
 	}
 	t.deriveCosts()
 	if placing > 0 {
@@ -251,4 +263,5 @@ func (s *StepReport) deriveCosts() {
 	if s.Writes > 0 {
 		s.CPUMicrosPerWrite = 1e6 * s.ServerCPUSeconds / float64(s.Writes)
 	}
+	s.EvalSecondsMean, s.PlanAnswerSecondsMean = s.workers.means()
 }

@@ -74,6 +74,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (StepReport, error) {
 	sr.RaftBytes, sr.ServerCPUSeconds = d.RaftBytes, d.CPUSeconds
 	sr.PlansApplied, sr.PlansPartlyRejected = uint64(d.PlansApplied), uint64(d.PlansRejected)
 	sr.PlacementsRelocated = uint64(d.Relocated)
+	sr.workers = d.Workers
 	for i := range m1 {
 		sr.CPUSeconds = append(sr.CPUSeconds, m1[i].CPUSeconds-m0[i].CPUSeconds)
 	}
