@@ -88,8 +88,10 @@ const (
 	defaultMaxRecvMsgSize = 16 << 20
 	defaultMaxSendMsgSize = 64 << 20
 	// streamWorkers is how many goroutines the gRPC server keeps for
-	// calls: enough for the calls a busy server has in flight at once
-	// (agents' reports and registrations wait a raft commit, a few ms).
+	// calls: enough for the short calls in flight at once (agents'
+	// reports and registrations wait a raft commit, a few ms). Agents'
+	// GetAllocs polls wait up to a minute and hold a worker meanwhile;
+	// calls that find every worker busy get a goroutine of their own.
 	streamWorkers = 64
 )
 
