@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -42,7 +44,10 @@ type benchFlags struct {
 	scale    float64
 	timeout  time.Duration
 	json     bool
-	tls      clientOptions // only the TLS files are flags
+	// cpuProfile is a file for the load driver's own CPU profile: the
+	// simulated fleet shares the machine with the servers it drives.
+	cpuProfile string
+	tls        clientOptions // only the TLS files are flags
 }
 
 func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
@@ -56,6 +61,7 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.Float64Var(&f.scale, "scale", 1, "multiply the scenario's sizes (nodes, jobs, allocations) by this")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (default: the scenario's, 30m)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the load driver's own CPU profile (pprof format) to this file")
 	tlsFileFlags(fs, &f.tls)
 	return &ffcli.Command{
 		Name:       "bench",
@@ -82,7 +88,14 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 				return asUsage(err)
 			}
 			cfg.Progress = stderr
+			stop, err := startCPUProfile(f.cpuProfile)
+			if err != nil {
+				return err
+			}
 			rep, err := loadgen.Run(ctx, cfg)
+			if perr := stop(); perr != nil && err == nil {
+				return perr
+			}
 			if err != nil {
 				return report(stderr, "running the "+f.scenario+" benchmark", err, f.timeout)
 			}
@@ -93,6 +106,29 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 			return err
 		},
 	}
+}
+
+// startCPUProfile starts the process's CPU profile into path, unless path
+// is empty; stop ends it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		_ = out.Close()
+		return nil, fmt.Errorf("-cpuprofile %s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := out.Close(); err != nil {
+			return fmt.Errorf("-cpuprofile %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 // config checks the flags and returns the scenario's run configuration.

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +86,30 @@ func TestBenchNamesWhyItCannotStart(t *testing.T) {
 	}
 	if !strings.HasPrefix(stderr, "Error running the scale benchmark: ") || !strings.Contains(stderr, causeRefused+" "+dead) {
 		t.Errorf("stderr does not report the failure and name its cause %q", causeRefused)
+	}
+}
+
+// TestBenchWritesItsCPUProfile: -cpuprofile leaves a gzipped pprof profile
+// even when the run fails, and a file it cannot create is refused before
+// the run starts.
+func TestBenchWritesItsCPUProfile(t *testing.T) {
+	dead := deadAddr(t)
+	path := filepath.Join(t.TempDir(), "bench.prof")
+	_, stderr, err := run(t, "bench", "-scenario", "scale", "-scale", "0.001", "-address", dead, "-cpuprofile", path)
+	if err == nil || !strings.Contains(stderr, causeRefused) {
+		t.Fatalf("error %v, stderr %q; want the run to fail on the dead address", err, stderr)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no profile after the run: %v", err)
+	}
+	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Fatalf("profile of %d bytes is not gzipped pprof data", len(data))
+	}
+
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "bench.prof")
+	_, stderr, err = run(t, "bench", "-scenario", "scale", "-scale", "0.001", "-address", dead, "-cpuprofile", missing)
+	if err == nil || !strings.Contains(err.Error(), "-cpuprofile") || strings.Contains(stderr, causeRefused) {
+		t.Fatalf("error %v, stderr %q; want -cpuprofile refused before any call", err, stderr)
 	}
 }
