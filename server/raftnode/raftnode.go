@@ -153,12 +153,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raftnode %s: %w", cfg.ServerID, err)
 	}
 	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: dbPath,
-		BoltOptions: &bbolt.Options{
-			Timeout:      boltOpenTimeout,
-			FreelistType: bbolt.FreelistArrayType, // bolt's default; non-nil options don't inherit it
-		},
-		NoSync: false, // every StoreLogs batch is fsynced: raft's durability depends on it
+		Path:        dbPath,
+		BoltOptions: boltOptions(),
+		NoSync:      false, // every StoreLogs batch is fsynced: raft's durability depends on it
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raftnode %s: open bolt store %s: %w", cfg.ServerID, dbPath, err)
@@ -276,6 +273,27 @@ func raftConfig(cfg Config, logger hclog.Logger, notify chan<- bool) *raft.Confi
 
 // commitTimeout bounds how long followers wait to learn of a commit.
 const commitTimeout = 5 * time.Millisecond
+
+// boltOptions are the options of raft.db's bolt database, for the server
+// and for OpenLog alike.
+//
+// Bolt by default writes its whole list of free pages with every commit.
+// raft frees the pages of thousands of entries when it compacts the log
+// after a snapshot, so from the first compaction on each append also
+// wrote and fsynced hundreds of kilobytes of free list
+// (BenchmarkAppendAfterCompaction). NoFreelistSync leaves it out: bolt
+// rebuilds the list from the pages in use when it opens the file, as etcd
+// and containerd configure it, and the file stays readable by bolt set
+// either way (bolt marks the meta page "no free list" and rebuilds it on
+// open). The hashmap free list finds runs of free pages without scanning
+// the whole list, which the entries larger than a page need.
+func boltOptions() *bbolt.Options {
+	return &bbolt.Options{
+		Timeout:        boltOpenTimeout,
+		NoFreelistSync: true,
+		FreelistType:   bbolt.FreelistMapType,
+	}
+}
 
 func orDefault[T comparable](v, def T) T {
 	var zero T

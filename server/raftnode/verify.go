@@ -233,7 +233,7 @@ func OpenLog(dataDir string) (*Log, error) {
 	if err := verifyBoltFile(path); err != nil {
 		return nil, err
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout}})
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions()})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
