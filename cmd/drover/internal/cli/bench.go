@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"runtime/pprof"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
+	"github.com/droverhq/drover/internal/gcfloor"
 	"github.com/droverhq/drover/internal/loadgen"
 )
 
@@ -47,13 +49,17 @@ type benchFlags struct {
 	// cpuProfile is a file for the load driver's own CPU profile: the
 	// simulated fleet shares the machine with the servers it drives.
 	cpuProfile string
-	tls        clientOptions // only the TLS files are flags
+	// gcHeapFloor is the driver's own heap floor (internal/gcfloor): the
+	// simulated fleet's collector takes CPU from the servers it drives
+	// on the same machine.
+	gcHeapFloor uint64
+	tls         clientOptions // only the TLS files are flags
 }
 
 func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs := flag.NewFlagSet("drover bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var f benchFlags
+	f := benchFlags{gcHeapFloor: defaultGCHeapFloor}
 	fs.StringVar(&f.servers, "address", "", "comma-separated gRPC addresses of the cluster's servers (required)")
 	aliasFlag(fs, "servers", "address")
 	fs.StringVar(&f.metrics, "metrics", "", "comma-separated http://host:port/metrics URLs of the same servers, in order (for CPU, memory and raft bytes)")
@@ -62,6 +68,11 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (default: the scenario's, 30m)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the load driver's own CPU profile (pprof format) to this file")
+	fs.Func("gc-heap-floor", "heap size the load driver's Go collector lets it reach before it runs, as for drover server; 0 turns it off (default "+formatSize(f.gcHeapFloor)+")", func(v string) error {
+		n, err := parseSize(v)
+		f.gcHeapFloor = n
+		return err
+	})
 	tlsFileFlags(fs, &f.tls)
 	return &ffcli.Command{
 		Name:       "bench",
@@ -88,6 +99,9 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 				return asUsage(err)
 			}
 			cfg.Progress = stderr
+			floorCtx, stopFloor := context.WithCancel(ctx)
+			defer stopFloor()
+			go gcfloor.Run(floorCtx, f.gcHeapFloor, slog.New(slog.NewTextHandler(stderr, nil)))
 			stop, err := startCPUProfile(f.cpuProfile)
 			if err != nil {
 				return err

@@ -113,3 +113,12 @@ func TestBenchWritesItsCPUProfile(t *testing.T) {
 		t.Fatalf("error %v, stderr %q; want -cpuprofile refused before any call", err, stderr)
 	}
 }
+
+// TestBenchRefusesABadHeapFloor: -gc-heap-floor takes a size, as for the
+// server, and refuses anything else before the run starts.
+func TestBenchRefusesABadHeapFloor(t *testing.T) {
+	_, stderr, err := run(t, "bench", "-scenario", "c1m", "-address", "127.0.0.1:1", "-gc-heap-floor", "lots")
+	if err == nil || !strings.Contains(stderr, "gc-heap-floor") {
+		t.Fatalf("error %v, stderr %q; want -gc-heap-floor refused", err, stderr)
+	}
+}
