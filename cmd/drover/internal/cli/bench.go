@@ -68,11 +68,7 @@ func benchCommand(stdout, stderr io.Writer) *ffcli.Command {
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (default: the scenario's, 30m)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the load driver's own CPU profile (pprof format) to this file")
-	fs.Func("gc-heap-floor", "heap size the load driver's Go collector lets it reach before it runs, as for drover server; 0 turns it off (default "+formatSize(f.gcHeapFloor)+")", func(v string) error {
-		n, err := parseSize(v)
-		f.gcHeapFloor = n
-		return err
-	})
+	heapFloorFlag(fs, &f.gcHeapFloor, "heap size the load driver's Go collector lets it reach before it runs, as for drover server; 0 turns it off")
 	tlsFileFlags(fs, &f.tls)
 	return &ffcli.Command{
 		Name:       "bench",

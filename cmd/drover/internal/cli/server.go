@@ -122,14 +122,20 @@ func serverFlags(stderr io.Writer) (*flag.FlagSet, *serverOptions) {
 	fs.StringVar(&cfg.TLS.KeyFile, "tls-key-file", "", "PEM file of the private key of -tls-cert-file")
 	fs.BoolVar(&cfg.ACLEnabled, "acl-enabled", false, "enforce access control: operator calls need a token (set on every server; docs/security.md)")
 	fs.StringVar(&cfg.AuditLog, "audit-log", "", "append one JSON line per write call and per refused call to this file (reopened on SIGHUP)")
-	fs.Func("gc-heap-floor", "heap size the Go collector lets the server reach before it runs (such as 512MiB); above half of it GOGC applies as set; capped at a quarter of the memory available and half of GOMEMLIMIT; 0 turns it off (default "+formatSize(opts.gcHeapFloor)+")", func(v string) error {
-		n, err := parseSize(v)
-		opts.gcHeapFloor = n
-		return err
-	})
+	heapFloorFlag(fs, &opts.gcHeapFloor, "heap size the Go collector lets the server reach before it runs (such as 512MiB); above half of it GOGC applies as set; capped at a quarter of the memory available and half of GOMEMLIMIT; 0 turns it off")
 	fs.StringVar(&opts.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&opts.logFormat, "log-format", "text", "log format: text or json")
 	return fs, opts
+}
+
+// heapFloorFlag defines -gc-heap-floor, a size, into dst (which holds the
+// default); drover server and drover bench share it.
+func heapFloorFlag(fs *flag.FlagSet, dst *uint64, usage string) {
+	fs.Func("gc-heap-floor", usage+" (default "+formatSize(*dst)+")", func(v string) error {
+		n, err := parseSize(v)
+		*dst = n
+		return err
+	})
 }
 
 // serverEnvOptions let every flag also be set as DROVER_<FLAG>.
